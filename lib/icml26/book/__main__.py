@@ -1,0 +1,103 @@
+"""``python -m icml26.book``: see :mod:`icml26.book`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from ..core.scale import SCALES
+from .checks import check_notebook, nbval
+from .execute import execute_one, run, summary_table
+from .site import build
+from .sources import BookError, find_root, select
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, no usage dump
+        raise BookError(message)
+
+
+def _scale(value: str) -> str:
+    if value not in SCALES:
+        raise BookError(f"unknown scale {value!r}; choose one of {', '.join(SCALES)}")
+    return value
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise BookError(f"expected a positive integer, got {value!r}") from None
+    if number < 1:
+        raise BookError(f"expected a positive integer, got {value!r}")
+    return number
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m icml26.book", description=__doc__)
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    for name, help_ in (("run", "execute notebooks with papermill"),
+                        ("nbval", "re-run executed notebooks, compare checked outputs"),
+                        ("build", "render the book from executed notebooks"),
+                        ("all", "run, then build"),
+                        ("check", "static checks of the notebook sources")):
+        cmd = sub.add_parser(name, help=help_)
+        cmd.add_argument("--scale", type=_scale, default=os.environ.get("ICML26_SCALE") or "book")
+        cmd.add_argument("--chapter", action="append", help="a chapter slug, or 'front'; repeatable")
+        cmd.add_argument("--notebook", action="append", help="path of one notebook source; repeatable")
+        cmd.add_argument("--jobs", type=_positive, default=1, help="notebooks executed at once")
+        cmd.add_argument("--force", action="store_true", help="execute even when the cache is fresh")
+        cmd.add_argument("--cell-timeout", type=_positive, default=900)
+        cmd.add_argument("--timeout", type=_positive, default=1800, help="seconds per notebook")
+        cmd.add_argument("--no-strict", action="store_true", help="build: do not turn warnings into errors")
+    worker = sub.add_parser("_execute")
+    worker.add_argument("src", type=Path)
+    worker.add_argument("out", type=Path)
+    worker.add_argument("--scale", type=_scale, required=True)
+    worker.add_argument("--cwd", type=Path, required=True)
+    worker.add_argument("--cell-timeout", type=_positive, default=900)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+        if args.command is None:
+            raise BookError("a command is needed: run, nbval, build, all or check (see --help)")
+        if args.command == "_execute":
+            report = execute_one(args.src, args.out, args.scale, args.cwd, args.cell_timeout)
+            print(json.dumps(report))
+            return 1 if report["error"] else 0
+        root = find_root()
+        notebooks = select(root, args.chapter, args.notebook)
+        if args.command == "check":
+            problems = [p for nb in notebooks for p in check_notebook(nb)]
+            print("\n".join(problems) or f"{len(notebooks)} notebook source(s) pass the checks")
+            return 1 if problems else 0
+        if args.command in ("run", "all"):
+            results = run(root, notebooks, args.scale, jobs=args.jobs, force=args.force,
+                          cell_timeout=args.cell_timeout, total_timeout=args.timeout)
+            print(summary_table(results))
+            failed = [r for r in results if not r.ok]
+            if failed:
+                for r in failed:
+                    print(f"FAILED {r.name} ({r.scale}): {r.error}", file=sys.stderr)
+                return 1
+        if args.command == "nbval":
+            return nbval(root, notebooks, args.scale, jobs=args.jobs)
+        if args.command in ("build", "all"):
+            build(root, args.scale, strict=not args.no_strict)
+        return 0
+    except BookError as exc:
+        print(f"icml26.book: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("icml26.book: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The shared core every chapter uses.
+
+- :func:`device`, :func:`seed_all`, :func:`set_threads`: where and how reproducibly things run.
+- :func:`resolve_scale`, :func:`preset_for`: the ``SCALE`` parameter (``smoke``, ``book``, ``gpu``).
+- :class:`Timer`, :func:`time_fn`, :class:`PeakMemory`, :func:`count_flops`: meters.
+- :class:`Ledger`: the claims ledger ("paper vs this book").
+- :func:`use_book_style`, :func:`method_color`: one plot style for the whole book.
+- :func:`report`: glue a computed number into the prose.
+- :func:`fingerprint`, :func:`setup`: what a notebook's setup cell prints.
+"""
+
+from .device import device, seed_all, set_threads
+from .env import fingerprint, fingerprint_line, setup
+from .glue import report
+from .ledger import Claim, ClaimFailed, Ledger
+from .meters import PeakMemory, Timer, count_flops, synchronize, time_fn
+from .scale import SCALES, ScaleError, preset_for, resolve_scale
+from .style import method_color, method_colors, use_book_style
+
+__all__ = [
+    "SCALES",
+    "Claim",
+    "ClaimFailed",
+    "Ledger",
+    "PeakMemory",
+    "ScaleError",
+    "Timer",
+    "count_flops",
+    "device",
+    "fingerprint",
+    "fingerprint_line",
+    "method_color",
+    "method_colors",
+    "preset_for",
+    "report",
+    "resolve_scale",
+    "seed_all",
+    "set_threads",
+    "setup",
+    "synchronize",
+    "time_fn",
+    "use_book_style",
+]

@@ -1,0 +1,201 @@
+"""The shared core: device, seeding, scales, meters, ledger, style, glue."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import torch
+from icml26 import intro
+from icml26.core import (
+    ClaimFailed,
+    Ledger,
+    PeakMemory,
+    ScaleError,
+    count_flops,
+    device,
+    fingerprint,
+    method_color,
+    method_colors,
+    preset_for,
+    report,
+    resolve_scale,
+    seed_all,
+    set_threads,
+    time_fn,
+)
+
+
+def test_device_defaults_to_cpu_without_cuda(monkeypatch):
+    monkeypatch.delenv("ICML26_DEVICE", raising=False)
+    expected = "cuda" if torch.cuda.is_available() else None
+    assert device().type in ({expected} if expected else {"cpu", "mps"})
+    assert device("cpu").type == "cpu"
+
+
+def test_device_env_override_and_bad_input(monkeypatch):
+    monkeypatch.setenv("ICML26_DEVICE", "cpu")
+    assert device().type == "cpu"
+    with pytest.raises(ValueError, match="prefer"):
+        device("tpu")
+    with pytest.raises(TypeError, match="prefer"):
+        device(3)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA"):
+            device("cuda")
+
+
+def test_seed_all_makes_draws_repeat():
+    seed_all(7)
+    a = (torch.rand(3), np.random.rand(3))
+    seed_all(7)
+    b = (torch.rand(3), np.random.rand(3))
+    assert torch.equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    gen = seed_all(7)
+    assert torch.equal(torch.rand(2, generator=gen), torch.rand(2, generator=torch.Generator().manual_seed(7)))
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "3", True])
+def test_seed_all_bad_input(bad):
+    with pytest.raises((TypeError, ValueError), match="seed"):
+        seed_all(bad)
+
+
+def test_set_threads(monkeypatch):
+    before = torch.get_num_threads()
+    try:
+        assert set_threads(1) == 1 and torch.get_num_threads() == 1
+        monkeypatch.setenv("ICML26_THREADS", "1")
+        assert set_threads() == 1
+        with pytest.raises(ValueError, match="n must"):
+            set_threads(0)
+    finally:
+        torch.set_num_threads(before)
+
+
+@dataclass(frozen=True)
+class _P:
+    steps: int
+
+
+PRESETS = {"smoke": _P(1), "book": _P(10), "gpu": _P(100)}
+
+
+def test_scale_resolution(monkeypatch):
+    monkeypatch.delenv("ICML26_SCALE", raising=False)
+    assert resolve_scale(None) == "book"
+    assert preset_for(PRESETS, "smoke").steps == 1
+    monkeypatch.setenv("ICML26_SCALE", "gpu")
+    assert preset_for(PRESETS, "smoke").steps == 100  # the environment wins for a whole build
+
+
+def test_scale_bad_input(monkeypatch):
+    monkeypatch.delenv("ICML26_SCALE", raising=False)
+    with pytest.raises(ScaleError, match="smoke, book, gpu"):
+        resolve_scale("huge")
+    with pytest.raises(TypeError, match="scale"):
+        resolve_scale(3)
+    with pytest.raises(ValueError, match="missing"):
+        preset_for({"smoke": _P(1)}, "smoke")
+    monkeypatch.setenv("ICML26_SCALE", "tiny")
+    with pytest.raises(ScaleError, match="ICML26_SCALE"):
+        resolve_scale("book")
+
+
+def test_time_fn_and_meters():
+    seconds = time_fn(lambda: torch.ones(100).sum(), warmup=1, repeat=3)
+    assert 0 <= seconds < 1
+    with pytest.raises(ValueError, match="repeat"):
+        time_fn(lambda: None, repeat=0)
+    with PeakMemory() as mem:
+        torch.ones(1000)
+    assert mem.cpu_mib > 10
+    a, b = torch.ones(8, 16), torch.ones(16, 4)
+    assert count_flops(lambda: a @ b) == 2 * 8 * 16 * 4
+
+
+def _ledger(scale="book"):
+    return Ledger("demo", "01-test", scale=scale)
+
+
+def test_ledger_statuses(monkeypatch):
+    monkeypatch.delenv("ICML26_SCALE", raising=False)
+    ledger = _ledger("smoke")
+    assert ledger.check("a", 0.5, ">=", 0.2).status == "holds"
+    assert ledger.check("b", 0.1, ">=", 0.2, assert_at=("book", "gpu")).status == "not asserted"
+    assert ledger.check("c", 0.1, ">=", 0.2).status == "fails"
+    assert ledger.check("d", float("nan"), "<=", 1.0).status == "fails"
+    assert ledger.check_true("e", True, measured="identity").status == "holds"
+    assert ledger.report("f", 3.0).status == "reported"
+    assert [c.name for c in ledger.failures] == ["c", "d"]
+    assert list(ledger.table().columns) == ["claim", "paper", "this book", "bar", "status"]
+
+
+def test_ledger_assert_all_names_every_failing_claim(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICML26_LEDGER_DIR", str(tmp_path))
+    monkeypatch.delenv("ICML26_SCALE", raising=False)
+    ledger = _ledger()
+    ledger.check("fine", 1.0, ">=", 0.0)
+    ledger.check("tail tokens explore", 0.01, ">=", 0.02, paper="+0.02 reward")
+    ledger.check_true("identity", False)
+    with pytest.raises(ClaimFailed) as info:
+        ledger.assert_all()
+    message = str(info.value)
+    assert "tail tokens explore" in message and "identity" in message and "fine" not in message
+    saved = json.loads((tmp_path / "demo--01-test.json").read_text())
+    assert [c["status"] for c in saved["claims"]] == ["holds", "fails", "fails"]
+
+
+def test_ledger_text_is_stable_and_hides_timings(monkeypatch):
+    monkeypatch.delenv("ICML26_SCALE", raising=False)
+    ledger = _ledger()
+    ledger.check("speed-up", 123.456789, ">=", 2, volatile=True)
+    ledger.check("error", 0.0123456, "<=", 0.1)
+    text = ledger.to_text()
+    assert "(varies)" in text and "123.4" not in text and "0.012" in text
+
+
+def test_ledger_bad_input(monkeypatch):
+    monkeypatch.delenv("ICML26_SCALE", raising=False)
+    with pytest.raises(ValueError, match="chapter"):
+        Ledger("", "nb")
+    ledger = _ledger()
+    with pytest.raises(ValueError, match="op"):
+        ledger.check("x", 1.0, "=>", 0.0)
+    with pytest.raises(ValueError, match="assert_at"):
+        ledger.check("x", 1.0, ">=", 0.0, assert_at=("large",))
+    with pytest.raises(TypeError, match="measured"):
+        ledger.check("x", "big", ">=", 0.0)
+    ledger.check("x", 1.0, ">=", 0.0)
+    with pytest.raises(ValueError, match="already"):
+        ledger.check("x", 1.0, ">=", 0.0)
+
+
+def test_style_colours_are_stable():
+    assert method_color("BandPO") == method_color("bandpo")
+    colours = method_colors(["a", "b", "c", "d"])
+    assert len(set(colours.values())) == 4
+    with pytest.raises(ValueError, match="name"):
+        method_color("")
+
+
+def test_report_outside_a_kernel_returns_the_value():
+    assert report("x_value", torch.tensor(2.5)) == 2.5
+    with pytest.raises(ValueError, match="key"):
+        report("bad key!", 1)
+
+
+def test_fingerprint_has_versions():
+    info = fingerprint(torch.device("cpu"))
+    assert info["torch"] == torch.__version__ and "cpu" in info["device"]
+
+
+def test_intro_loop_equals_batched():
+    x, w = intro.make_inputs(20, 8, seed=1)
+    torch.testing.assert_close(intro.squared_norms_loop(x, w), intro.squared_norms_batched(x, w))
+    with pytest.raises(ValueError, match="n must"):
+        intro.make_inputs(0, 8)
+    with pytest.raises(ValueError, match="dim must"):
+        intro.make_inputs(4, -1)
