@@ -199,3 +199,14 @@ def test_intro_loop_equals_batched():
         intro.make_inputs(0, 8)
     with pytest.raises(ValueError, match="dim must"):
         intro.make_inputs(4, -1)
+
+
+@pytest.mark.cuda
+def test_core_on_cuda():
+    dev = device()
+    assert dev.type == "cuda"
+    x = torch.randn(256, 256, device=dev)
+    assert time_fn(lambda: x @ x, device=dev) > 0
+    with PeakMemory() as mem:
+        torch.empty(2**20, device=dev)
+    assert mem.cuda_bytes >= 4 * 2**20

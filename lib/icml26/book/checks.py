@@ -79,7 +79,7 @@ def nbval(root: Path, notebooks: list[Notebook], scale: str, *, jobs: int = 1, e
         env = dict(os.environ, ICML26_SCALE=scale, ICML26_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
                    ICML26_LEDGER_DIR=str(Path(tmp) / "ledger"), PYTHONHASHSEED="0", TQDM_DISABLE="1",
                    MPLBACKEND="module://matplotlib_inline.backend_inline")
-        cmd = [sys.executable, "-m", "pytest", "--nbval-lax", "--current-env", "-p", "no:cacheprovider",
+        cmd = [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env", "-p", "no:cacheprovider",
                "--nbval-sanitize-with", str(sanitize), "--nbval-cell-timeout", "900", "-q",
                "-o", "addopts=", "--rootdir", tmp]
         if jobs > 1 and len(paths) > 1:
