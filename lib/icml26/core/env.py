@@ -50,5 +50,7 @@ def setup(scale: str | None = None, seed: int = 0, *, prefer: str | None = None,
     use_book_style()
     dev = pick_device(prefer)
     if verbose:
-        print(f"scale {scale} | seed {seed} | {fingerprint_line(dev)}")
+        info = fingerprint(dev)
+        print(f"scale {scale} | seed {seed} | device {info.pop('device')} | threads {info.pop('threads')}")
+        print(" | ".join(f"{k} {v}" for k, v in info.items()))
     return dev
