@@ -81,7 +81,7 @@ def nbval(root: Path, notebooks: list[Notebook], scale: str, *, jobs: int = 1, e
                    MPLBACKEND="module://matplotlib_inline.backend_inline")
         cmd = [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env", "-p", "no:cacheprovider",
                "--nbval-sanitize-with", str(sanitize), "--nbval-cell-timeout", "900", "-q",
-               "-o", "addopts=", "--rootdir", tmp]
+               "-o", "addopts=", "--rootdir", str(root)]
         if jobs > 1 and len(paths) > 1:
             cmd += ["-n", str(jobs), "--dist", "loadfile"]
         cmd += (extra or []) + paths

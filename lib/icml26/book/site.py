@@ -3,7 +3,9 @@ generate the reproduction-ledger page, and run Jupyter Book with warnings as err
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -23,10 +25,18 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def ledger_markdown(root: Path, scale: str) -> str:
-    """Every chapter's claims as one Markdown table per chapter, from the run's JSON files."""
+def ledger_markdown(root: Path, scale: str, listed: set[Path] | None = None) -> str:
+    """Every chapter's claims as one Markdown table per chapter, from the run's JSON files
+    (``_build/ledger/<scale>/<chapter>/<notebook>/``); with ``listed``, only notebooks in the book."""
     folder = root / "_build" / "ledger" / scale
     files = sorted(folder.rglob("*.json")) if folder.is_dir() else []
+    if listed is not None:
+        def in_book(file: Path) -> bool:
+            chapter, stem = file.parent.parent.name, file.parent.name
+            base = root / "front" if chapter == "front" else root / "chapters" / chapter
+            return (base / stem).resolve() in listed
+
+        files = [f for f in files if in_book(f)]
     if not files:
         return f"No notebook has recorded claims at scale `{scale}` yet."
     by_chapter: dict[str, list[dict]] = {}
@@ -50,19 +60,57 @@ def ledger_markdown(root: Path, scale: str) -> str:
     return "\n".join(out)
 
 
+_MD_LINK = re.compile(r"\]\(([^)#\s]+)\.md(#[^)\s]*)?\)")
+
+
+def _relink(text: str, folder: Path, notebooks: set[Path]) -> str:
+    """Markdown links to a notebook's ``.md`` source point to its executed ``.ipynb`` instead."""
+
+    def swap(match: re.Match) -> str:
+        target = (folder / f"{match.group(1)}.md").resolve()
+        ext = ".ipynb" if target in notebooks else ".md"
+        return f"]({match.group(1)}{ext}{match.group(2) or ''})"
+
+    return _MD_LINK.sub(swap, text)
+
+
 def _bibfiles(root: Path) -> list[str]:
     files = ["references.bib"] if (root / "references.bib").exists() else []
     files += [str(p.relative_to(root)) for p in sorted((root / "chapters").glob("*/references.bib"))]
     return files
 
 
+def toc_files(root: Path) -> set[Path]:
+    """The documents ``_toc.yml`` lists, as absolute paths without suffix."""
+    found: set[Path] = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key in ("root", "file"):
+                if isinstance(node.get(key), str):
+                    found.add((root / node[key]).with_suffix("").resolve())
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(yaml.safe_load((root / "_toc.yml").read_text()))
+    return found
+
+
 def stage(root: Path, scale: str) -> Path:
-    """Copy the book's sources to ``_build/src/<scale>``; notebooks become their executed ``.ipynb``."""
+    """Copy the book's sources to ``_build/src/<scale>``; notebooks become their executed ``.ipynb``.
+
+    Only notebooks that ``_toc.yml`` lists are needed (and copied): a chapter being written
+    stays out of the build until it enters the table of contents.
+    """
     dest = root / "_build" / "src" / scale
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    notebooks = {nb.path: nb for nb in discover(root)}
+    listed = toc_files(root)
+    notebooks = {nb.path: nb for nb in discover(root) if nb.path.with_suffix("") in listed}
     missing = [str(nb.rel) for nb in notebooks.values() if not executed_path(root, nb, scale).exists()]
     if missing:
         raise BookError(f"not executed at scale {scale}: {', '.join(missing)} (run: python -m icml26.book run)")
@@ -80,6 +128,11 @@ def stage(root: Path, scale: str) -> Path:
             target.parent.mkdir(parents=True, exist_ok=True)
             if src.resolve() in notebooks:
                 shutil.copy2(executed_path(root, notebooks[src.resolve()], scale), target.with_suffix(".ipynb"))
+            elif src.suffix == ".md" and src.resolve().with_suffix("") not in listed:
+                continue  # not in the book (yet)
+            elif src.suffix == ".md":
+                target.write_text(_relink(src.read_text(), src.parent, set(notebooks)))
+                shutil.copystat(src, target)
             else:
                 shutil.copy2(src, target)
     for link in ("lib", "data"):  # literalinclude and figures refer to ../../lib, ../../data
@@ -94,7 +147,7 @@ def stage(root: Path, scale: str) -> Path:
         text = page.read_text()
         if LEDGER_MARKER not in text:
             raise BookError(f"front/ledger.md lacks the marker {LEDGER_MARKER}")
-        page.write_text(text.replace(LEDGER_MARKER, ledger_markdown(root, scale)))
+        page.write_text(text.replace(LEDGER_MARKER, ledger_markdown(root, scale, listed)))
     return dest
 
 
@@ -106,6 +159,15 @@ def build(root: Path, scale: str, *, strict: bool = True, echo=print) -> Path:
     """Stage and render; returns the folder holding ``index.html``. Warnings fail the build."""
     src = stage(root, scale)
     work = root / "_build" / "site" / scale
+    # Sphinx's incremental build misses changes to bibliographies and configuration: start afresh then.
+    digest = hashlib.sha256()
+    for file in [src / "_config.yml", src / "_toc.yml", *sorted(src.rglob("*.bib"))]:
+        digest.update(file.read_bytes())
+    stamp = work / "inputs.sha256"
+    if work.exists() and (not stamp.exists() or stamp.read_text() != digest.hexdigest()):
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(digest.hexdigest())
     cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()",
            "build", str(src), "--path-output", str(work),
            "--builder", "html"]

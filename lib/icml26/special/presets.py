@@ -1,0 +1,57 @@
+"""Scale presets of the ``special`` chapter (spec section 7.4): one preset for all three notebooks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core import preset_for
+
+
+@dataclass(frozen=True)
+class SpecialPreset:
+    # federated domain-incremental digits (NB1, NB2)
+    n_clients: int  # M
+    clients_per_round: int  # N
+    rounds_per_task: int  # T
+    local_epochs: int  # E
+    lr: float  # local step eta_l
+    batch_size: int  # B
+    hidden: int  # MLP width H
+    seeds: int  # independent runs per method
+    angles: tuple[float, ...]  # rotation domains (degrees)
+    n_mixed: int  # domains of the hard "mixed" sequence
+    alpha: float = 0.5  # Dirichlet label skew
+    lams_round: tuple[float, ...] = (0.0, 0.5, 1.0, 3.0)
+    lams_task: tuple[float, ...] = (0.01, 0.03, 0.1)
+    fedprox_mu: float = 0.1
+    replay_per_class: int = 2
+    mixed_keep: tuple[str, ...] = ("FedAvg", "SPECIAL lam=1", "SPECIAL lam=3", "SPECIAL-T lam=0.1",
+                                   "SPECIAL-T lam=0.5", "Replay")  # variants run on the "mixed" sequence
+    # theory (NB3)
+    quad_rounds: int = 50
+    quad_lams: tuple[float, ...] = (0.0, 0.5, 1.0, 3.0, 9.0, 30.0)
+    quad_seeds: int = 5
+    rate_T: tuple[int, ...] = (50, 200, 800)
+    rate_N: tuple[int, ...] = (2, 8, 32)
+    rate_E: tuple[int, ...] = (1, 4)
+    rate_seeds: int = 16
+    seed: int = 0
+
+
+PRESETS = {
+    "smoke": SpecialPreset(n_clients=10, clients_per_round=3, rounds_per_task=5, local_epochs=2, lr=0.1,
+                           batch_size=16, hidden=64, seeds=1, angles=(0, 25, 50), n_mixed=3, lams_task=(0.1,),
+                           mixed_keep=("FedAvg", "SPECIAL lam=1", "SPECIAL-T lam=0.5", "Replay"),
+                           quad_rounds=20, quad_lams=(0.0, 1.0, 3.0), quad_seeds=2,
+                           rate_T=(25, 100), rate_N=(2, 8), rate_E=(1, 4), rate_seeds=4),
+    "book": SpecialPreset(n_clients=20, clients_per_round=5, rounds_per_task=30, local_epochs=2, lr=0.05,
+                          batch_size=16, hidden=64, seeds=3, angles=(0, 25, 50, 75, 100), n_mixed=5),
+    "gpu": SpecialPreset(n_clients=100, clients_per_round=10, rounds_per_task=100, local_epochs=2, lr=0.05,
+                         batch_size=32, hidden=256, seeds=5, angles=tuple(range(0, 200, 25)), n_mixed=5,
+                         quad_seeds=10, rate_T=(50, 200, 800, 3200), rate_seeds=64),
+}
+
+
+def preset(scale: str | None = "book") -> SpecialPreset:
+    """The preset for ``scale`` (``ICML26_SCALE`` overrides)."""
+    return preset_for(PRESETS, scale)

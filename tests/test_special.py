@@ -1,0 +1,281 @@
+"""Tests of icml26.special: the identities of spec section 8 and the bad inputs of section 9."""
+
+from __future__ import annotations
+
+import math
+
+import icml26.special as m
+import numpy as np
+import pytest
+import torch
+from icml26.special.experiments import base_config, equivalence_checks
+from icml26.special.presets import PRESETS, preset
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny tensors: one intra-op thread is fastest and avoids spin-waiting on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def domains():
+    return m.make_digit_domains(angles=(0, 50, 100))
+
+
+@pytest.fixture(scope="module")
+def tiny(domains):
+    """Three domains, few rounds: the smoke preset's sizes."""
+    return preset("smoke")
+
+
+# ---------------------------------------------------------------- server step and identities
+def test_server_proximal_step_is_the_minimiser():
+    from scipy.optimize import minimize
+
+    g = torch.Generator().manual_seed(0)
+    w_bar, a = torch.randn(7, generator=g, dtype=torch.float64), torch.randn(7, generator=g, dtype=torch.float64)
+    for lam in (0.0, 0.3, 2.0):
+        def obj(w, lam=lam):
+            return 0.5 * np.sum((w - w_bar.numpy()) ** 2) + 0.5 * lam * np.sum((w - a.numpy()) ** 2)
+        num = minimize(obj, np.zeros(7), method="BFGS", options={"gtol": 1e-10}).x
+        closed = m.server_proximal_step(w_bar, a, lam).numpy()
+        assert np.allclose(closed, num, atol=1e-6)
+
+
+def test_round_anchor_is_server_learning_rate():
+    g = torch.Generator().manual_seed(1)
+    w, w_bar = torch.randn(50, generator=g), torch.randn(50, generator=g)
+    for lam in (0.5, 1.0, 3.0):
+        assert torch.allclose(m.server_proximal_step(w_bar, w, lam), w + (w_bar - w) / (1 + lam), atol=1e-6)
+    assert torch.equal(m.server_proximal_step(w_bar, w, 0.0), w_bar)
+
+
+def test_full_run_identities(domains, tiny):
+    out = equivalence_checks(domains, tiny, lam=1.0)
+    assert out["slr_max_diff"] <= 1e-6  # SPECIAL(lam, round) == FedAvg-slr(1/(1+lam))
+    assert out["special_vs_fedavg_max_diff"] > 1e-3  # ... and not plain FedAvg
+    assert out["lam0_bitwise"] and out["fedprox0_bitwise"] and out["special_c0_bitwise"]
+
+
+def test_batched_trainer_equals_per_client_loop():
+    g = torch.Generator().manual_seed(3)
+    N, n_max, d, H = 4, 23, 64, 16
+    sizes = [23, 5, 17, 9]
+    X = torch.rand(N, n_max, d, generator=g)
+    y = torch.randint(0, 10, (N, n_max), generator=g)
+    valid = torch.zeros(N, n_max, dtype=torch.bool)
+    for i, s in enumerate(sizes):
+        valid[i, :s] = True
+    w0 = m.init_mlp(H, g)
+    center = w0 + 0.01 * torch.randn(w0.shape, generator=g)
+    for mu in (0.0, 0.3):
+        W = m.local_train_batched(w0.expand(N, -1), X, y, valid, epochs=2, lr=0.1, batch_size=4, hidden=H,
+                                  prox_mu=mu, prox_center=center, generator=torch.Generator().manual_seed(9))
+        g_loop = torch.Generator().manual_seed(9)
+        for i, s in enumerate(sizes):
+            wi = m.local_train_loop(w0, X[i, :s], y[i, :s], epochs=2, lr=0.1, batch_size=4, hidden=H,
+                                    prox_mu=mu, prox_center=center, generator=g_loop)
+            assert torch.allclose(W[i], wi, atol=1e-5), (mu, i)
+        assert not torch.allclose(W[0], w0)
+
+
+def test_mlp_forward_shapes():
+    g = torch.Generator().manual_seed(0)
+    w = m.init_mlp(64, g)
+    assert w.shape == (m.n_params(64),) == (4810,)
+    X = torch.rand(5, 64, generator=g)
+    assert m.mlp_forward(w, X, 64).shape == (5, 10)
+    W = torch.stack([w, 2 * w])
+    out = m.mlp_forward(W, X, 64)
+    assert out.shape == (2, 5, 10) and torch.allclose(out[0], m.mlp_forward(w, X, 64))
+    assert m.mlp_forward(w, torch.rand(3, 5, 64, generator=g), 64).shape == (3, 5, 10)
+
+
+# ---------------------------------------------------------------- metrics
+A_EX = np.array([[0.9, 0.2, 0.1],
+                 [0.6, 0.8, 0.3],
+                 [0.5, 0.7, 0.9]])
+
+
+def test_metrics_worked_example():
+    assert math.isclose(m.average_accuracy(A_EX), 0.7)
+    assert math.isclose(m.forgetting(A_EX), ((0.9 - 0.5) + (0.8 - 0.7)) / 2)
+    assert math.isclose(m.backward_transfer(A_EX), ((0.5 - 0.9) + (0.7 - 0.8)) / 2)
+    assert math.isclose(m.plasticity(A_EX), (0.9 + 0.8 + 0.9) / 3)
+    # the max in FGT stops before the final row (off-by-one pitfall)
+    A = np.array([[0.5, 0.0], [0.0, 1.0]])
+    A[1, 0] = 0.9
+    assert math.isclose(m.forgetting(A), 0.5 - 0.9)
+    assert m.forgetting(np.array([[0.7]])) == 0.0
+
+
+def test_fgt_bounds_bwt():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        A = rng.uniform(size=(4, 4))
+        assert m.forgetting(A) >= -m.backward_transfer(A) - 1e-12
+
+
+def test_run_outputs(domains, tiny):
+    res = m.run_fdil(domains, base_config(tiny, "cpu", method="fedavg"), progress=False)
+    K, T = len(domains), tiny.rounds_per_task
+    assert res.acc_matrix.shape == (K, K) and res.round_acc.shape == (K * T, K)
+    assert np.all((res.acc_matrix >= 0) & (res.acc_matrix <= 1))
+    assert m.forgetting(res.acc_matrix) >= -m.backward_transfer(res.acc_matrix) - 1e-12
+    assert np.all(res.drift > 0) and res.task_params.shape == (K + 1, m.n_params(64))
+    assert res.acc_matrix[0, 0] > 0.5  # FedAvg learns the current task
+    # reproducible
+    res2 = m.run_fdil(domains, base_config(tiny, "cpu", method="fedavg"), progress=False)
+    assert np.array_equal(res.acc_matrix, res2.acc_matrix)
+
+
+def test_replay_and_joint_shards(domains):
+    cfg = m.FDILConfig(n_clients=5, method="replay", replay_per_class=2)
+    parts = [m.dirichlet_partition(d.y_train, 5, 0.5, np.random.default_rng(k)) for k, d in enumerate(domains)]
+    Xs, ys = m.client_shards(domains, parts, 2, cfg)
+    for i in range(5):
+        extra = sum(min(2, np.sum(domains[j].y_train[parts[j][i]] == c)) for j in range(2) for c in range(10))
+        assert len(ys[i]) == len(parts[2][i]) + extra
+    Xs, ys = m.client_shards(domains, parts, 0, cfg.replace(method="joint"))
+    assert sum(len(y) for y in ys) == sum(len(d.y_train) for d in domains)
+
+
+# ---------------------------------------------------------------- data
+def test_dirichlet_partition_is_a_partition():
+    y = np.repeat(np.arange(10), 30)
+    for alpha in (0.1, 0.5, 10.0):
+        parts = m.dirichlet_partition(y, 12, alpha, np.random.default_rng(0), min_size=3)
+        allidx = np.concatenate(parts)
+        assert len(parts) == 12 and min(len(p) for p in parts) >= 3
+        assert len(allidx) == len(y) and np.array_equal(np.sort(allidx), np.arange(len(y)))
+
+
+def test_domains(domains):
+    assert len(domains) == 3 and domains[0].X_train.shape[1] == 64
+    assert np.array_equal(domains[0].y_train, domains[1].y_train)
+    assert not np.allclose(domains[0].X_train, domains[2].X_train)
+    for d in domains:
+        assert d.X_train.min() >= 0 and d.X_train.max() <= 1
+    mixed = m.make_digit_domains("mixed")
+    assert [d.name for d in mixed] == ["identity", "rot90", "invert", "permute", "transpose-flip"]
+    flat = [d.X_test for d in mixed]
+    assert all(not np.allclose(flat[a], flat[b]) for a in range(5) for b in range(a + 1, 5))
+
+
+# ---------------------------------------------------------------- theory
+def test_bkt_bound_holds_and_shrinks():
+    tasks = m.make_quadratic_tasks(seed=0)
+    incs, bounds = [], []
+    for lam in (0.0, 1.0, 9.0):
+        out = m.run_quadratic_fdil(tasks, lam, rounds=20, noise=0.3)
+        for r in out["records"]:
+            assert r["increase"] <= r["bound_tight"] + 1e-10 <= r["bound"] + 2e-10
+        first = out["records"][0]
+        incs.append(first["increase"])
+        bounds.append(first["bound"])
+    assert incs[0] > incs[-1] and bounds[0] > bounds[-1]
+    X, _ = tasks[0]
+    assert math.isclose(m.quad_smoothness(X), np.linalg.norm(X, 2) ** 2 / len(X), rel_tol=1e-9)
+
+
+def test_convergence_experiment_shape():
+    df = m.convergence_experiment([10, 40], [2, 8], [1], seeds=2, progress=False)
+    assert len(df) == 4 and np.all(df["G"] > 0)
+    assert set(m.fit_slopes(df)) == {(2, 1), (8, 1)}
+
+
+def test_presets():
+    assert set(PRESETS) == {"smoke", "book", "gpu"}
+    assert preset("book").n_clients == 20 and preset("smoke").seeds == 1
+
+
+# ---------------------------------------------------------------- bad inputs (spec section 9)
+@pytest.mark.parametrize("changes, word", [
+    ({"lam": -1.0}, "lam"), ({"lam": float("inf")}, "lam"), ({"lam": float("nan")}, "lam"),
+    ({"mu": -0.1}, "mu"), ({"server_lr": 0.0}, "server_lr"), ({"anchor": "epoch"}, "anchor"),
+    ({"method": "scaffold"}, "method"), ({"clients_per_round": 0}, "clients_per_round"),
+    ({"clients_per_round": 21}, "clients_per_round"), ({"n_clients": 0}, "n_clients"),
+    ({"rounds_per_task": 0}, "rounds_per_task"), ({"local_epochs": 0}, "local_epochs"),
+    ({"batch_size": 0}, "batch_size"), ({"hidden": 0}, "hidden"), ({"lr": 0.0}, "lr"),
+    ({"lr": -0.1}, "lr"),
+])
+def test_bad_config(changes, word):
+    with pytest.raises(ValueError, match=word):
+        m.FDILConfig(**changes)
+
+
+def test_bad_partition_inputs():
+    y = np.repeat(np.arange(10), 3)
+    with pytest.raises(ValueError, match="alpha"):
+        m.dirichlet_partition(y, 3, 0.0, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="min_size"):
+        m.dirichlet_partition(y, 20, 0.5, np.random.default_rng(0), min_size=2)
+
+
+def test_bad_domains(domains):
+    cfg = m.FDILConfig(n_clients=5, clients_per_round=2, rounds_per_task=1, local_epochs=1)
+    with pytest.raises(ValueError, match="domains"):
+        m.run_fdil([], cfg)
+    d0 = domains[0]
+    short = m.DomainData(d0.X_train[:, :32], d0.y_train, d0.X_test[:, :32], d0.y_test, "short")
+    with pytest.raises(ValueError, match="feature dimension"):
+        m.run_fdil([d0, short], cfg)
+    bad_y = m.DomainData(d0.X_train, d0.y_train + 5, d0.X_test, d0.y_test, "labels")
+    with pytest.raises(ValueError, match="0..9"):
+        m.run_fdil([bad_y], cfg)
+    mismatch = m.DomainData(d0.X_train[:-1], d0.y_train, d0.X_test, d0.y_test, "len")
+    with pytest.raises(ValueError, match="same length"):
+        m.run_fdil([mismatch], cfg)
+    Xn = d0.X_train.copy()
+    Xn[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        m.run_fdil([m.DomainData(Xn, d0.y_train, d0.X_test, d0.y_test, "nan")], cfg)
+
+
+def test_bad_domain_builder():
+    with pytest.raises(ValueError, match="angles"):
+        m.make_digit_domains(angles=())
+    with pytest.raises(ValueError, match="kind"):
+        m.make_digit_domains(kind="colour")
+
+
+def test_bad_server_step():
+    with pytest.raises(ValueError, match="anchor"):
+        m.server_proximal_step(torch.zeros(3), torch.zeros(4), 1.0)
+    with pytest.raises(ValueError, match="lam"):
+        m.server_proximal_step(torch.zeros(3), torch.zeros(3), -0.5)
+
+
+def test_bad_metric_matrices():
+    for A in (np.zeros((2, 3)), np.array([[1.2, 0.0], [0.0, 1.0]]), np.array([[np.nan]])):
+        for fn in (m.average_accuracy, m.forgetting, m.backward_transfer, m.plasticity):
+            with pytest.raises(ValueError, match="A must"):
+                fn(A)
+
+
+def test_bad_trainer_inputs():
+    w = m.init_mlp(8, torch.Generator().manual_seed(0))
+    X, y = torch.rand(5, 64), torch.zeros(5, dtype=torch.long)
+    with pytest.raises(ValueError, match="prox_center"):
+        m.local_train_loop(w, X, y, 1, 0.1, 2, 8, prox_mu=0.1)
+    with pytest.raises(ValueError, match="lr"):
+        m.local_train_loop(w, X, y, 1, 0.0, 2, 8)
+    with pytest.raises(ValueError, match="expected params"):
+        m.local_train_batched(w, X, y, torch.ones(5, dtype=torch.bool), 1, 0.1, 2, 8)
+
+
+def test_weighted_mean_update_and_special_step():
+    g = torch.Generator().manual_seed(5)
+    w, W = torch.randn(6, generator=g), torch.randn(3, 6, generator=g)
+    p = torch.tensor([1.0, 2.0, 5.0])
+    manual = sum(p[i] * (W[i] - w) for i in range(3)) / p.sum()
+    assert torch.allclose(m.client_mean_update(w, W, p), manual, atol=1e-6)
+    assert torch.allclose(m.client_mean_update(w, W), (W - w).mean(0))
+    a = torch.randn(6, generator=g)
+    step = m.special_server_step(w, W, a, 0.5, p)
+    assert torch.allclose(step, (w + manual + 0.5 * a) / 1.5, atol=1e-6)
+    assert torch.allclose(m.fedavg_server_step(w, W, 0.5), w + 0.5 * (W - w).mean(0))
