@@ -210,3 +210,9 @@ def test_core_on_cuda():
     with PeakMemory() as mem:
         torch.empty(2**20, device=dev)
     assert mem.cuda_bytes >= 4 * 2**20
+
+
+def test_report_unwraps_one_element_arrays():
+    assert report("one_tensor", torch.tensor([1.5])) == 1.5
+    assert report("one_array", np.array([[2.0]])) == 2.0
+    assert report("many", [1, 2]) == [1, 2]

@@ -13,8 +13,10 @@ def report(key: str, value: Any, *, display: bool = False) -> Any:
     """
     if not isinstance(key, str) or not key.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"key must be a non-empty string of letters, digits, '_' and '-', got {key!r}")
-    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:
-        value = value.item()
+    size = getattr(value, "numel", None) or getattr(value, "size", None)
+    size = size() if callable(size) else size
+    if hasattr(value, "item") and callable(value.item) and size == 1:
+        value = value.item()  # a one-element tensor or array glues as a plain number
     try:
         from IPython import get_ipython
 

@@ -1,0 +1,80 @@
+r"""Baselines as bound rules :math:`p \mapsto (\ell(p), u(p))`, and the registry of every rule.
+
+- **Clip** (PPO / GRPO): :math:`[1-\epsilon, 1+\epsilon]`, :math:`\epsilon = 0.2`.
+- **Clip-Higher** (DAPO): :math:`[1-\epsilon_-, 1+\epsilon_+]`, :math:`\epsilon_- = 0.2`,
+  :math:`\epsilon_+ = 0.28`.
+- **DCPO dynamic adaptive clipping**: :math:`\ell(p) = \tfrac12 + \tfrac12\sqrt{\max(1 - 4\epsilon_{low}/p, 0)}`,
+  :math:`u(p) = \min\big(\tfrac12 + \tfrac12\sqrt{1 + 4\epsilon_{high}/p},\ u_{cap}\big)`; upward room in
+  probability :math:`\approx\sqrt{\epsilon_{high} p}` for rare tokens, but not simplex-consistent for likely
+  ones.
+
+Fixed clipping allows the sampled token's probability to move by at most :math:`\epsilon_+ p`
+upwards: the "tail bottleneck" that BandPO removes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from .method import _check_p, band_bounds
+
+
+def _check_eps(eps_low, eps_high) -> None:
+    for name, v in (("eps_low", eps_low), ("eps_high", eps_high)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"{name} must be a number, got {type(v).__name__}")
+    if not 0 <= eps_low < 1:
+        raise ValueError(f"eps_low must satisfy 0 <= eps_low < 1, got {eps_low}")
+    if not eps_high >= 0:
+        raise ValueError(f"eps_high must be >= 0, got {eps_high}")
+
+
+def clip_bounds(p, eps_low: float = 0.2, eps_high: float = 0.2) -> tuple[Tensor, Tensor]:
+    """Fixed PPO interval ``(1 - eps_low, 1 + eps_high)`` broadcast to the shape of ``p``."""
+    _check_eps(eps_low, eps_high)
+    p = _check_p(p)
+    return torch.full_like(p, 1.0 - eps_low), torch.full_like(p, 1.0 + eps_high)
+
+
+def dcpo_bounds(p, eps_low: float = 0.16, eps_high: float = 0.20, ratio_cap: float = 10.0) -> tuple[Tensor, Tensor]:
+    """DCPO dynamic adaptive clipping (as used as a baseline by the BandPO authors)."""
+    _check_eps(eps_low, eps_high)
+    if not ratio_cap >= 1:
+        raise ValueError(f"ratio_cap must be >= 1, got {ratio_cap}")
+    p = _check_p(p)
+    lo = 0.5 + 0.5 * torch.sqrt((1.0 - 4.0 * eps_low / p).clamp(min=0.0))
+    hi = (0.5 + 0.5 * torch.sqrt(1.0 + 4.0 * eps_high / p)).clamp(max=ratio_cap)
+    return lo, hi
+
+
+BOUND_RULES = ("clip", "clip_higher", "dcpo", "band_kl", "band_tv", "band_chi2", "band_hellinger",
+               "band_reverse_kl", "band_neyman_chi2", "band_kl_relax")
+
+
+def make_bound_fn(name: str, **kw) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+    """A bound rule ``p -> (lo, hi)`` by name.
+
+    ``clip`` (eps 0.2), ``clip_higher`` (0.2 / 0.28), ``dcpo``, ``band_<divergence>`` (delta 0.05,
+    cap 10) and ``band_kl_relax`` (Band-KL unioned with Clip-Higher). Keyword arguments override the
+    defaults (``eps_low``, ``eps_high``, ``delta``, ``ratio_cap``, ...).
+    """
+    if not isinstance(name, str) or name not in BOUND_RULES:
+        raise ValueError(f"name must be one of {BOUND_RULES}, got {name!r}")
+    if name == "clip":
+        args = {"eps_low": 0.2, "eps_high": 0.2, **kw}
+        return lambda p: clip_bounds(p, **args)
+    if name == "clip_higher":
+        args = {"eps_low": 0.2, "eps_high": 0.28, **kw}
+        return lambda p: clip_bounds(p, **args)
+    if name == "dcpo":
+        args = {"eps_low": 0.16, "eps_high": 0.20, "ratio_cap": 10.0, **kw}
+        return lambda p: dcpo_bounds(p, **args)
+    if name == "band_kl_relax":
+        args = {"delta": 0.05, "ratio_cap": 10.0, "relax": (0.2, 0.28), **kw}
+        return lambda p: band_bounds(p, divergence="kl", **args)
+    divergence = name[len("band_"):]
+    args = {"delta": 0.05, "ratio_cap": 10.0, **kw}
+    return lambda p: band_bounds(p, divergence=divergence, **args)

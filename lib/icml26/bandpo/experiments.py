@@ -1,0 +1,410 @@
+r"""Runners the notebooks call: operator parity against cvxpy, the head-tail bandit and the
+token-level task, all trained with GRPO + the clipped surrogate with a chosen bound rule.
+
+Every trainer follows the BandPO update (spec Sec. 3.5): sample a group per prompt from
+:math:`\pi_{old}`; group-normalised advantages; bounds :math:`(\ell, u)` from the old probability of
+each sampled token, once per rollout batch and without gradient; then ``inner_steps`` optimiser
+steps on the clipped surrogate. Bounds can only bind from the second inner step on (at the first,
+:math:`\pi_\theta = \pi_{old}` and every ratio is 1).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .baselines import make_bound_fn
+from .envs import HeadTailBandit, TokenChainTask, _check_pos_int
+from .method import (
+    DIVERGENCES,
+    _bisect,
+    band_bounds,
+    band_bounds_cvxpy,
+    clipped_surrogate_loss,
+    grpo_advantages,
+    p_min_for,
+)
+
+P_BINS = (0.0, 0.02, 0.1, 0.5, 0.9, 1.0 + 1e-9)  # old-probability bins of the clip diagnostics
+BIN_LABELS = ("[0, .02)", "[.02, .1)", "[.1, .5)", "[.5, .9)", "[.9, 1]")
+
+BoundFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+def _clip_counts(p_old: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> np.ndarray:
+    """Counts ``[3, n_bins]`` (upward clips, downward clips, samples) by old-probability bin."""
+    edges = torch.tensor(P_BINS[1:-1], dtype=p_old.dtype, device=p_old.device)
+    b = torch.bucketize(p_old.reshape(-1), edges, right=True)  # bin index per sample
+    n = len(P_BINS) - 1
+    out = torch.stack([torch.bincount(b, weights=w.reshape(-1).to(p_old.dtype), minlength=n)
+                       for w in (up, down, torch.ones_like(p_old))])
+    return out.cpu().numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 2: the head-tail bandit
+# ---------------------------------------------------------------------------------------------
+
+
+def train_bandit(env: HeadTailBandit, bound_fn: BoundFn, iters: int = 150, group_size: int = 16,
+                 inner_steps: int = 8, lr: float = 0.1, seed: int | Sequence[int] = 0,
+                 dual_clip: float | None = None) -> dict[str, np.ndarray]:
+    """GRPO on tabular logits ``[C, K]`` with per-sample bounds from ``bound_fn(p_old)``.
+
+    Common random numbers: the uniforms that drive sampling and rewards come from one generator
+    seeded by ``seed``, so two runs that differ only in the bound rule see the same randomness.
+    ``seed`` may be a list: then the seeds run as independent replicas stacked in one tensor
+    ``[S, C, K]`` (replica ``s`` draws its initial-logit noise and its samples with ``seed[s]``; the loss
+    is the sum of the replicas' losses, so each replica gets exactly its own gradient and, Adam being
+    element-wise, follows the same trajectory as a run on its own) and every output gains a leading
+    axis ``S``.
+
+    Returns per-iteration arrays (index 0 = initial policy): ``reward`` (exact expected reward),
+    ``entropy``, ``tail_prob``, ``head_prob`` ``[iters + 1]``; ``clip`` ``[iters, 3, n_bins]`` (upward
+    clips, downward clips, samples at the last inner step, by old-probability bin); ``logits``.
+    """
+    iters = _check_pos_int(iters, "iters")
+    group_size = _check_pos_int(group_size, "group_size", minimum=2)
+    inner_steps = _check_pos_int(inner_steps, "inner_steps")
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr}")
+    single = isinstance(seed, (int, np.integer))
+    seeds = [int(seed)] if single else [int(s) for s in seed]
+    if not seeds:
+        raise ValueError("seed must be an int or a non-empty list of ints")
+    dev = env.device
+    gens = [torch.Generator(device=dev).manual_seed(s) for s in seeds]
+    init = [env.init_logits()] if single else [env.init_logits(seed=s) for s in seeds]
+    logits = torch.nn.Parameter(torch.stack(init))  # [S, C, K]
+    opt = torch.optim.Adam([logits], lr=lr, betas=(0.9, 0.999))
+    S, C, G = len(seeds), env.n_contexts, group_size
+    hist = {k: np.zeros((S, iters + 1)) for k in ("reward", "entropy", "tail_prob", "head_prob")}
+    clip = np.zeros((S, iters, 3, len(P_BINS) - 1))
+
+    def record(i: int) -> None:
+        with torch.no_grad():
+            logq = torch.log_softmax(logits, -1)  # [S, C, K]
+            q = logq.exp()
+            hist["reward"][:, i] = env.expected_reward(q).mean(-1).cpu().numpy()
+            hist["entropy"][:, i] = (-(q * logq).sum(-1)).mean(-1).cpu().numpy()
+            hist["tail_prob"][:, i] = q[..., 1].mean(-1).cpu().numpy()
+            hist["head_prob"][:, i] = q[..., 0].mean(-1).cpu().numpy()
+
+    record(0)
+    for it in range(iters):
+        with torch.no_grad():  # rollout with pi_old
+            logp_all_old = torch.log_softmax(logits, -1)  # [S, C, K]
+            u = torch.stack([torch.rand(C, G, generator=g, device=dev, dtype=logits.dtype) for g in gens])
+            cdf = logp_all_old.exp().cumsum(-1)  # [S, C, K]
+            actions = torch.searchsorted(cdf, u).clamp(max=env.n_actions - 1)  # inverse CDF   [S, C, G]
+            rewards = torch.stack([env.sample_rewards(actions[s], g) for s, g in enumerate(gens)])
+            adv = grpo_advantages(rewards.reshape(S * C, G)).reshape(S, C * G)  # per context
+            logp_old = logp_all_old.gather(2, actions).reshape(S, C * G)  # [S, C*G]
+            lo, hi = bound_fn(logp_old.exp())  # per-sample bounds, once per rollout batch
+        for _ in range(inner_steps):
+            logp = torch.log_softmax(logits, -1).gather(2, actions).reshape(S, C * G)
+            # rows = replicas: seq-mean-token-mean = mean over replicas of each one's token mean
+            loss, stats = clipped_surrogate_loss(logp, logp_old, adv, lo, hi, dual_clip=dual_clip,
+                                                 agg="seq-mean-token-mean")
+            opt.zero_grad(set_to_none=True)
+            (S * loss).backward()  # sum of the replicas' losses
+            opt.step()
+        for s in range(S):
+            clip[s, it] = _clip_counts(logp_old[s].exp(), stats["clipped_up"][s], stats["clipped_down"][s])
+        record(it + 1)
+    out = {**hist, "clip": clip, "logits": logits.detach().cpu().numpy()}
+    return {k: v[0] for k, v in out.items()} if single else out
+
+
+def bandit_methods(delta: float = 0.05) -> dict[str, BoundFn]:
+    """The rules compared in notebook 2 (all at the official hyper-parameters)."""
+    names = {"Clip": "clip", "Clip-Higher": "clip_higher", "DCPO": "dcpo", "Band-KL": "band_kl",
+             "Band-TV": "band_tv", "Band-chi2": "band_chi2", "Band-KL-relax": "band_kl_relax"}
+    return {label: make_bound_fn(rule, **({"delta": delta} if rule.startswith("band") else {}))
+            for label, rule in names.items()}
+
+
+def run_bandit(methods: dict[str, BoundFn], seeds: Sequence[int], *, n_contexts: int = 64, n_actions: int = 16,
+               iters: int = 150, group_size: int = 16, inner_steps: int = 8, lr: float = 0.1,
+               device="cpu", progress: bool = True) -> dict[str, dict[str, np.ndarray]]:
+    """Train every method on every seed (seeds as replicas of one batched run; the same initial
+    logits and random numbers for every method: common random numbers).
+    Returns ``{method: {metric: array [n_seeds, ...]}}``."""
+    env = HeadTailBandit(n_contexts=n_contexts, n_actions=n_actions, device=device)
+    return {m: train_bandit(env, fn, iters=iters, group_size=group_size, inner_steps=inner_steps, lr=lr,
+                            seed=list(seeds))
+            for m, fn in tqdm(methods.items(), desc="bandit runs", leave=False, disable=not progress)}
+
+
+def clip_table(runs: dict[str, dict[str, np.ndarray]], first: int | None = None) -> pd.DataFrame:
+    """Upward / downward clip fractions by old-probability bin, pooled over seeds and the first
+    ``first`` iterations (all when ``None``)."""
+    rows = []
+    for m, d in runs.items():
+        c = d["clip"][:, :first].sum(axis=(0, 1))  # [3, bins]
+        n = np.maximum(c[2], 1)
+        for j, lab in enumerate(BIN_LABELS):
+            rows.append({"method": m, "p bin": lab, "up": c[0, j] / n[j], "down": c[1, j] / n[j],
+                         "samples": int(c[2, j])})
+    df = pd.DataFrame(rows)
+    df["p bin"] = pd.Categorical(df["p bin"], categories=list(BIN_LABELS), ordered=True)
+    return df
+
+
+def bandit_summary(runs: dict[str, dict[str, np.ndarray]], early: int = 5, reference: str = "Clip") -> pd.DataFrame:
+    """One row per method: final expected reward (mean, std over seeds), its gain over ``reference``
+    and the number of seeds where it wins (common random numbers make seeds paired), entropy at
+    iteration ``early``, final tail probability."""
+    ref = runs[reference]["reward"][:, -1] if reference in runs else None
+    rows = []
+    for m, d in runs.items():
+        final = d["reward"][:, -1]
+        row = {"method": m, "final reward": final.mean(), "std": final.std(),
+               f"entropy @ {early}": d["entropy"][:, early].mean(), "final tail prob": d["tail_prob"][:, -1].mean()}
+        if ref is not None:
+            row[f"gain over {reference}"] = (final - ref).mean()
+            row["seeds won"] = int((final > ref).sum())
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("method")
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 3: the token-level task
+# ---------------------------------------------------------------------------------------------
+
+
+def warm_start(task: TokenChainTask, steps: int = 300, batch: int = 256, correct_frac: float = 0.05,
+               lr: float = 3e-3, seed: int = 0, hidden: int = 128) -> torch.nn.Module:
+    """Supervised warm start on a mixture of chains (``correct_frac`` correct, the rest shortcut), so
+    that the correct token at the critical position is rare and every other token is confident."""
+    torch.manual_seed(seed)
+    policy = task.make_policy(hidden)
+    gen = torch.Generator(device=task.device).manual_seed(seed + 10_000)
+    opt = torch.optim.Adam(policy.parameters(), lr=lr)
+    for _ in range(steps):
+        prompts = torch.randint(task.P, (batch,), generator=gen, device=task.device)
+        use_c = torch.rand(batch, generator=gen, device=task.device) < correct_frac
+        target = torch.where(use_c[:, None], task.correct[prompts], task.shortcut[prompts])  # [B, T]
+        loss = -task.token_logprobs(policy, prompts, target).mean()  # token-level cross-entropy
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return policy
+
+
+def train_token_policy(task: TokenChainTask, bound_fn: BoundFn, iters: int = 200, prompts_per_iter: int = 32,
+                       group_size: int = 16, inner_steps: int = 4, lr: float = 3e-3, seed: int = 0,
+                       device=None, warm_steps: int = 300, dual_clip: float | None = 10.0,
+                       eval_every: int = 1, policy: torch.nn.Module | None = None) -> dict[str, np.ndarray]:
+    """GRPO with token-level bounds on :class:`TokenChainTask` (seq-mean-token-mean loss, dual clip
+    10, grad-norm clip 1.0, Adam), after a seeded supervised warm start shared by all bound rules.
+
+    Returns per-evaluation arrays (exact metrics on all prompts: ``expected_reward``, ``pass_at_g``,
+    ``critical_p``, ...), the per-iteration sampled ``entropy`` and ``clip`` counts
+    ``[iters, 3, n_bins]`` by old-probability bin (last inner step). ``policy``: a warm-started
+    policy to start from (copied, not modified) instead of running :func:`warm_start` here.
+    ``device`` is accepted for API symmetry; everything runs on the task's device.
+    """
+    iters = _check_pos_int(iters, "iters")
+    inner_steps = _check_pos_int(inner_steps, "inner_steps")
+    group_size = _check_pos_int(group_size, "group_size", minimum=2)
+    prompts_per_iter = _check_pos_int(prompts_per_iter, "prompts_per_iter")
+    policy = warm_start(task, steps=warm_steps, seed=seed) if policy is None else copy.deepcopy(policy)
+    opt = torch.optim.Adam(policy.parameters(), lr=lr)
+    gen = torch.Generator(device=task.device).manual_seed(seed)
+    G, n = group_size, prompts_per_iter
+    evals: dict[str, list] = {"iteration": []}
+    entropy = np.zeros(iters)
+    clip = np.zeros((iters, 3, len(P_BINS) - 1))
+
+    def evaluate(i: int) -> None:
+        evals["iteration"].append(i)
+        for k, v in task.exact_metrics(policy, G).items():
+            evals.setdefault(k, []).append(v)
+
+    evaluate(0)
+    for it in range(iters):
+        prompts = torch.randperm(task.P, generator=gen, device=task.device)[:n].repeat_interleave(G)  # [B]
+        responses, ent = task.sample(policy, prompts, gen)  # [B, T]
+        rewards = task.rewards(prompts, responses, gen).reshape(n, G)
+        adv = grpo_advantages(rewards).reshape(-1)  # [B]
+        with torch.no_grad():
+            logp_old = task.token_logprobs(policy, prompts, responses)  # [B, T]
+            lo, hi = bound_fn(logp_old.exp())  # per-token bounds, once per rollout batch   [B, T]
+        for _ in range(inner_steps):
+            logp = task.token_logprobs(policy, prompts, responses)  # [B, T]
+            loss, stats = clipped_surrogate_loss(logp, logp_old, adv, lo, hi, dual_clip=dual_clip,
+                                                 agg="seq-mean-token-mean")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+            opt.step()
+        entropy[it] = ent.mean().item()
+        clip[it] = _clip_counts(logp_old.exp(), stats["clipped_up"], stats["clipped_down"])
+        if (it + 1) % eval_every == 0 or it + 1 == iters:
+            evaluate(it + 1)
+    return {**{k: np.asarray(v) for k, v in evals.items()}, "entropy": entropy, "clip": clip}
+
+
+def run_token(methods: dict[str, BoundFn], seeds: Sequence[int], *, n_prompts: int = 128, seq_len: int = 6,
+              vocab: int = 12, iters: int = 200, prompts_per_iter: int = 32, group_size: int = 16,
+              inner_steps: int = 4, lr: float = 3e-3, warm_steps: int = 300, eval_every: int = 10,
+              device="cpu", progress: bool = True) -> dict[str, dict[str, np.ndarray]]:
+    """Every method on every seed (task, warm start and sampling seeded alike across methods; the
+    warm start is computed once per seed and shared)."""
+    out: dict[str, dict[str, list]] = {m: {} for m in methods}
+    jobs = [(m, s) for s in seeds for m in methods]
+    warm: dict[int, tuple] = {}
+    for m, s in tqdm(jobs, desc="token runs", leave=False, disable=not progress):
+        if int(s) not in warm:
+            task = TokenChainTask(n_prompts=n_prompts, seq_len=seq_len, vocab=vocab, seed=int(s), device=device)
+            warm = {int(s): (task, warm_start(task, steps=warm_steps, seed=int(s)))}
+        task, policy = warm[int(s)]
+        res = train_token_policy(task, methods[m], iters=iters, prompts_per_iter=prompts_per_iter,
+                                 group_size=group_size, inner_steps=inner_steps, lr=lr, seed=int(s),
+                                 eval_every=eval_every, policy=policy)
+        for k, v in res.items():
+            out[m].setdefault(k, []).append(v)
+    return {m: {k: np.stack(v) for k, v in d.items()} for m, d in out.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 1: the operator against the cvxpy reference
+# ---------------------------------------------------------------------------------------------
+
+
+def random_old_distribution(rng: np.random.Generator, n_min: int = 3, n_max: int = 50,
+                            concentration: float = 0.3, floor: float = 1e-4) -> np.ndarray:
+    """Dirichlet(concentration) over a random vocabulary size, floored at ``floor`` and renormalised."""
+    n = int(rng.integers(n_min, n_max + 1))
+    q = np.maximum(rng.dirichlet(concentration * np.ones(n)), floor)
+    return q / q.sum()
+
+
+def parity_experiment(n_instances: int, delta: float = 0.05, seed: int = 0,
+                      divergences: Sequence[str] = tuple(DIVERGENCES), progress: bool = True) -> pd.DataFrame:
+    """Solve eq. (Band) with cvxpy on random old distributions and compare with the batched operator.
+
+    One row per (divergence, instance): ``p``, cvxpy ``lo_ref``/``hi_ref``, operator ``lo``/``hi``
+    (float64, no cap), absolute error on ``lo``, relative error on ``hi``, and cvxpy seconds.
+    """
+    rng = np.random.default_rng(seed)
+    cases = []
+    for _ in range(n_instances):
+        q = random_old_distribution(rng)
+        cases.append((q, int(rng.integers(q.size))))
+    rows = []
+    jobs = [(d, i) for d in divergences for i in range(n_instances)]
+    for d, i in tqdm(jobs, desc="cvxpy solves", leave=False, disable=not progress):
+        q, a = cases[i]
+        t0 = time.perf_counter()
+        lo_ref, hi_ref = band_bounds_cvxpy(q, a, delta, d)
+        sec = time.perf_counter() - t0
+        rows.append({"divergence": d, "instance": i, "n": q.size, "p": q[a], "lo_ref": lo_ref,
+                     "hi_ref": hi_ref, "cvxpy_s": sec})
+    df = pd.DataFrame(rows)
+    for d in divergences:
+        sel = df["divergence"] == d
+        lo, hi = band_bounds(torch.tensor(df.loc[sel, "p"].to_numpy()), delta, d, ratio_cap=None)
+        df.loc[sel, "lo"], df.loc[sel, "hi"] = lo.numpy(), hi.numpy()
+    df["err_lo"] = (df["lo"] - df["lo_ref"]).abs()
+    df["rel_err_hi"] = (df["hi"] - df["hi_ref"]).abs() / df["hi_ref"]
+    return df
+
+
+def rearrangement_check(q: np.ndarray, action: int, delta: float, divergence: str, n_perm: int = 3,
+                        seed: int = 0) -> np.ndarray:
+    """cvxpy Band bounds for ``q`` and for ``n_perm`` rearrangements of the *other* tokens' mass
+    (same ``p``): rows ``[n_perm + 1, 2]``. They agree because only ``p`` matters (eq. 1-D)."""
+    rng = np.random.default_rng(seed)
+    out = [band_bounds_cvxpy(q, action, delta, divergence)]
+    others = np.delete(np.arange(q.size), action)
+    for _ in range(n_perm):
+        q2 = q.copy()
+        w = rng.dirichlet(np.ones(others.size)) * 0.9 + 0.1 / others.size  # new shape, full support
+        q2[others] = w * (1.0 - q[action])
+        q2 /= q2.sum()
+        out.append(band_bounds_cvxpy(q2, action, delta, divergence))
+    return np.asarray(out)
+
+
+def bisection_trace(p: torch.Tensor, delta: float, divergence: str = "kl", max_iter: int = 60) -> pd.DataFrame:
+    """Convergence of the batched bisection in the dtype of ``p``: after each halving, the largest
+    error of the iterate against a converged float64 solution (100 halvings): relative error for the
+    upper bound, absolute error for the lower bound (which can be ~0)."""
+    div = DIVERGENCES[divergence]
+    pm = p_min_for(p.dtype)
+    q = p.clamp(pm, 1.0 - pm)
+    trace: list = []
+    _bisect(div, q, delta, max_iter, trace=trace)
+    q64 = q.double()
+    lo_ref, hi_ref = _bisect(div, q64, delta, 100)
+    rows, count = [], {"upper": 0, "lower": 0}
+    for side, r in trace:
+        count[side] += 1
+        r = r.double()
+        err = (r - hi_ref).abs() / hi_ref if side == "upper" else (r - lo_ref).abs()
+        rows.append({"bound": side, "iteration": count[side], "dtype": str(p.dtype).replace("torch.", ""),
+                     "max_error": err.max().item()})
+    return pd.DataFrame(rows)
+
+
+def identity_checks(n_grid: int = 999, deltas: Sequence[float] = (0.01, 0.05, 0.2)) -> dict[str, float]:
+    """The operator's unit identities (spec Sec. 8, items 1, 3-6) measured on a p grid in float64.
+
+    Keys: ``closed_vs_bisect`` (max abs gap, TV/chi2/Hellinger), ``root_residual`` (max |g - delta| at
+    unsaturated bounds), ``invariant_violation`` (largest violation of 0 <= l <= 1 <= u <= 1/p, of the
+    monotonicity in p and of the nesting in delta), ``kl_lower_at_1`` (|l - e^-delta| at p = 1 - 1e-9),
+    ``kl_tail_room`` (relative gap of p(u-1) to 1 - e^-delta at p = 1e-8), ``quad_rel_gap`` (worst
+    relative gap of the quadratic law at delta = 1e-5, p in [0.05, 0.95], KL / reverse KL / Hellinger /
+    Neyman), ``quad_chi2_gap`` (the same for Pearson chi-square, where it is exact) and
+    ``fp32_vs_fp64`` (worst relative gap of float32 to float64 bounds, all divergences).
+    """
+    from .method import band_bounds_bisect, band_bounds_closed_form, band_constraint, quadratic_band
+
+    f64 = torch.float64
+    grid = torch.linspace(0.001, 0.999, n_grid, dtype=f64)
+    out = {"closed_vs_bisect": 0.0, "root_residual": 0.0, "invariant_violation": 0.0}
+    for delta in deltas:
+        for d in ("tv", "chi2", "hellinger"):
+            a, b = band_bounds_closed_form(grid, delta, d), band_bounds_bisect(grid, delta, d)
+            out["closed_vs_bisect"] = max(out["closed_vs_bisect"], (a[0] - b[0]).abs().max().item(),
+                                          (a[1] - b[1]).abs().max().item())
+        for d in DIVERGENCES:
+            lo, hi = band_bounds(grid, delta, d, ratio_cap=None)
+            free_hi = (1.0 - grid * hi) > 1e-9  # not (numerically) saturated at 1/p
+            free_lo = (lo > 0) & (grid >= delta / 745 if d == "kl" else True)
+            res = torch.cat([(band_constraint(grid, hi, d) - delta).abs()[free_hi],
+                             (band_constraint(grid, lo, d) - delta).abs()[free_lo]])
+            out["root_residual"] = max(out["root_residual"], res.max().item())
+            lo2, hi2 = band_bounds(grid, 2 * delta, d, ratio_cap=None)
+            viol = torch.cat([-lo, lo - 1, 1 - hi, hi - 1 / grid, hi[1:] - hi[:-1], lo[:-1] - lo[1:],
+                              lo2 - lo, hi - hi2])
+            out["invariant_violation"] = max(out["invariant_violation"], viol.max().item())
+    lo, _ = band_bounds(torch.tensor([1 - 1e-9], dtype=f64), 0.05, "kl", ratio_cap=None)
+    out["kl_lower_at_1"] = abs(lo.item() - float(np.exp(-0.05)))
+    p = torch.tensor([1e-8], dtype=f64)
+    _, hi = band_bounds(p, 0.05, "kl", ratio_cap=None)
+    out["kl_tail_room"] = abs((p * (hi - 1)).item() / (1 - float(np.exp(-0.05))) - 1)
+    pq = torch.linspace(0.05, 0.95, 91, dtype=f64)
+    gaps = {}
+    for d in ("kl", "reverse_kl", "hellinger", "neyman_chi2", "chi2"):
+        lo, hi = band_bounds(pq, 1e-5, d, ratio_cap=None)
+        qlo, qhi = quadratic_band(pq, 1e-5, DIVERGENCES[d].kappa)
+        gaps[d] = max(((hi - 1) / (qhi - 1) - 1).abs().max().item(), ((1 - lo) / (1 - qlo) - 1).abs().max().item())
+    out["quad_rel_gap"] = max(v for k, v in gaps.items() if k != "chi2")
+    out["quad_chi2_gap"] = gaps["chi2"]
+    pl = torch.logspace(-6, -1e-4, 300, dtype=f64)
+    gap32 = 0.0
+    for d in DIVERGENCES:
+        l64, h64 = band_bounds(pl, 0.05, d, ratio_cap=None)
+        l32, h32 = band_bounds(pl.float(), 0.05, d, ratio_cap=None)
+        gap32 = max(gap32, ((h32.double() - h64) / h64).abs().max().item(), (l32.double() - l64).abs().max().item())
+    out["fp32_vs_fp64"] = gap32
+    return out
