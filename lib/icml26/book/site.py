@@ -74,6 +74,31 @@ def _relink(text: str, folder: Path, notebooks: set[Path]) -> str:
     return _MD_LINK.sub(swap, text)
 
 
+_WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def _tidy_outputs(src: Path, target: Path) -> None:
+    """Copy an executed notebook for rendering, dropping what a static page cannot show:
+    progress-bar widgets (no widget state is saved) and, in figure cells, the text repr of a
+    trailing expression (a figure cell must hold one figure for its caption and label)."""
+    nb = json.loads(src.read_text())
+    for cell in nb["cells"]:
+        if cell.get("cell_type") != "code":
+            continue
+        is_figure = "figure" in cell.get("metadata", {}).get("mystnb", {})
+        kept = []
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if _WIDGET in data:
+                continue
+            if is_figure and out.get("output_type") == "execute_result" and set(data) == {"text/plain"}:
+                continue
+            kept.append(out)
+        cell["outputs"] = kept
+    target.write_text(json.dumps(nb))
+    shutil.copystat(src, target)
+
+
 def _bibfiles(root: Path) -> list[str]:
     files = ["references.bib"] if (root / "references.bib").exists() else []
     files += [str(p.relative_to(root)) for p in sorted((root / "chapters").glob("*/references.bib"))]
@@ -127,7 +152,7 @@ def stage(root: Path, scale: str) -> Path:
             target = dest / src.relative_to(root)
             target.parent.mkdir(parents=True, exist_ok=True)
             if src.resolve() in notebooks:
-                shutil.copy2(executed_path(root, notebooks[src.resolve()], scale), target.with_suffix(".ipynb"))
+                _tidy_outputs(executed_path(root, notebooks[src.resolve()], scale), target.with_suffix(".ipynb"))
             elif src.suffix == ".md" and src.resolve().with_suffix("") not in listed:
                 continue  # not in the book (yet)
             elif src.suffix == ".md":
@@ -161,7 +186,7 @@ def build(root: Path, scale: str, *, strict: bool = True, echo=print) -> Path:
     work = root / "_build" / "site" / scale
     # Sphinx's incremental build misses changes to bibliographies and configuration: start afresh then.
     digest = hashlib.sha256()
-    for file in [src / "_config.yml", src / "_toc.yml", *sorted(src.rglob("*.bib"))]:
+    for file in [Path(__file__), src / "_config.yml", src / "_toc.yml", *sorted(src.rglob("*.bib"))]:
         digest.update(file.read_bytes())
     stamp = work / "inputs.sha256"
     if work.exists() and (not stamp.exists() or stamp.read_text() != digest.hexdigest()):

@@ -1,0 +1,115 @@
+"""Scale presets of the BA-solver chapter (one frozen dataclass per notebook).
+
+``smoke`` only checks that code paths execute (numbers not meaningful); ``book`` fits a laptop
+CPU (measured, one thread); ``gpu`` is sized for one GPU. Deviations from the official training
+defaults (lr 1e-4, EMA 0.9996, 300k steps) are forced by the budget: the book trains a tiny MLP
+for ~10^3 steps, so it uses a larger learning rate and a shorter EMA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from icml26.core import preset_for
+
+
+@dataclass(frozen=True)
+class NB1Preset:
+    """Notebook 1: exact Gaussian-mixture field."""
+
+    n_eval: int                    # test points (same noise for every solver)
+    nfes: tuple[int, ...]          # NFE grid for the learned-SideNet comparison
+    oracle_points: int             # points for the oracle convergence study
+    oracle_nfes: tuple[int, ...]   # NFE grid for the convergence study
+    oracle_substeps: int           # RK4 substeps of the oracle SideNet
+    probe_points: int              # states per (t, h) in the SideNet-error-vs-offset study
+    side_hidden: int
+    side_depth: int
+    side_steps: int
+    side_batch: int
+    chain_steps: int
+    lr: float
+    ema_decay: float
+    ablation_steps: int            # SideNet steps per lambda in the lambda ablation
+
+
+@dataclass(frozen=True)
+class LearnedPreset:
+    """Notebooks 2 and 3: learned backbone + SideNet."""
+
+    backbone_hidden: int
+    backbone_depth: int
+    backbone_steps: int
+    backbone_batch: int
+    backbone_lr: float
+    side_hidden: int
+    side_depth: int
+    side_steps: int
+    side_batch: int
+    chain_steps: int
+    lr: float
+    ema_decay: float
+    n_eval: int
+    nfes: tuple[int, ...]
+    ablation_steps: int            # SideNet steps per ablation variant (NB2; 0 where unused)
+    ref_steps: int                 # float64 RK4 steps of the reference solution
+
+
+@dataclass(frozen=True)
+class BAPreset:
+    seed: int
+    nb1: NB1Preset
+    nb2: LearnedPreset
+    nb3: LearnedPreset
+
+
+PRESETS = {
+    "smoke": BAPreset(
+        seed=0,
+        nb1=NB1Preset(n_eval=256, nfes=(3, 5, 10), oracle_points=48, oracle_nfes=(4, 8, 16), oracle_substeps=8,
+                      probe_points=64, side_hidden=64, side_depth=2, side_steps=60, side_batch=128, chain_steps=4, lr=2e-3,
+                      ema_decay=0.99, ablation_steps=20),
+        nb2=LearnedPreset(backbone_hidden=64, backbone_depth=3, backbone_steps=150, backbone_batch=256,
+                          backbone_lr=2e-3, side_hidden=32, side_depth=2, side_steps=40, side_batch=128,
+                          chain_steps=4, lr=2e-3, ema_decay=0.99, n_eval=512, nfes=(3, 5, 10), ablation_steps=10,
+                          ref_steps=32),
+        nb3=LearnedPreset(backbone_hidden=128, backbone_depth=3, backbone_steps=150, backbone_batch=128,
+                          backbone_lr=2e-3, side_hidden=32, side_depth=2, side_steps=30, side_batch=64,
+                          chain_steps=2, lr=2e-3, ema_decay=0.99, n_eval=500, nfes=(3, 5, 10), ablation_steps=0,
+                          ref_steps=16),
+    ),
+    "book": BAPreset(
+        seed=0,
+        nb1=NB1Preset(n_eval=2000, nfes=(3, 4, 5, 6, 8, 10, 16), oracle_points=200, oracle_nfes=(4, 6, 8, 12, 16),
+                      oracle_substeps=16, probe_points=256, side_hidden=128, side_depth=3, side_steps=3000,
+                      side_batch=128, chain_steps=4, lr=2e-3, ema_decay=0.999, ablation_steps=1500),
+        nb2=LearnedPreset(backbone_hidden=128, backbone_depth=4, backbone_steps=2500, backbone_batch=512,
+                          backbone_lr=2e-3, side_hidden=64, side_depth=2, side_steps=2000, side_batch=128,
+                          chain_steps=4, lr=2e-3, ema_decay=0.999, n_eval=2000, nfes=(3, 5, 10), ablation_steps=2000,
+                          ref_steps=128),
+        nb3=LearnedPreset(backbone_hidden=256, backbone_depth=3, backbone_steps=2500, backbone_batch=256,
+                          backbone_lr=2e-3, side_hidden=64, side_depth=2, side_steps=2500, side_batch=128,
+                          chain_steps=4, lr=2e-3, ema_decay=0.999, n_eval=1797, nfes=(3, 5, 10), ablation_steps=0,
+                          ref_steps=64),
+    ),
+    "gpu": BAPreset(
+        seed=0,
+        nb1=NB1Preset(n_eval=20000, nfes=(3, 4, 5, 6, 8, 10, 16, 32), oracle_points=2000,
+                      oracle_nfes=(4, 6, 8, 12, 16, 24, 32), oracle_substeps=64, probe_points=2000, side_hidden=256, side_depth=3,
+                      side_steps=20000, side_batch=4096, chain_steps=8, lr=1e-3, ema_decay=0.999,
+                      ablation_steps=5000),
+        nb2=LearnedPreset(backbone_hidden=256, backbone_depth=4, backbone_steps=20000, backbone_batch=4096,
+                          backbone_lr=1e-3, side_hidden=128, side_depth=3, side_steps=10000, side_batch=2048,
+                          chain_steps=8, lr=1e-3, ema_decay=0.999, n_eval=20000, nfes=(3, 5, 10, 16),
+                          ablation_steps=3000, ref_steps=512),
+        nb3=LearnedPreset(backbone_hidden=1024, backbone_depth=4, backbone_steps=30000, backbone_batch=1024,
+                          backbone_lr=1e-3, side_hidden=128, side_depth=3, side_steps=20000, side_batch=1024,
+                          chain_steps=8, lr=1e-3, ema_decay=0.999, n_eval=1797, nfes=(3, 5, 10, 16),
+                          ablation_steps=0, ref_steps=512),
+    ),
+}
+
+
+def preset(scale: str | None = "book") -> BAPreset:
+    """The preset for ``scale`` (``ICML26_SCALE`` overrides); unknown names raise ``ValueError``."""
+    return preset_for(PRESETS, scale)

@@ -1,0 +1,46 @@
+"""Scale presets for the cgmt chapter (spec Sec. 7.2). Notebooks never hard-code sizes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from icml26.core import preset_for
+
+
+@dataclass(frozen=True)
+class CGMTPreset:
+    p: int                      # dimension
+    alphas: tuple               # n / p grid
+    seeds: int                  # independent training sets B
+    n_test: int                 # test-set size
+    n_quad: int = 61            # Gauss-Hermite nodes for xi
+    ge_nodes: int = 41          # Gauss-Hermite nodes per latent dimension (Gaussian equivalent)
+    lam: float = 0.1            # ridge strength
+    m_norm: float = 2.0         # ||m||
+    seed: int = 0
+    p_grid: tuple = (100, 200)  # finite-size study (NB2)
+    p_grid_seeds: int = 4
+    p_cvx: int = 50             # cvxpy ERM size (hinge, l1)
+    p_grid_reg: tuple = (100, 200)  # T3 relative difference vs p (NB3)
+    ao_losses: tuple = ("logistic", "square")  # losses for the cvxpy min-max check (NB2)
+    n_t: int = 15               # points of the AO-value curve
+    deltas: tuple = (1.0, 0.3, 0.1, 0.05, 0.02)  # pseudo-Huber delta grid (NB3)
+    damping: float = 0.5        # fixed-point damping in the sweeps (Algorithm 1); 1.0 = undamped
+
+
+PRESETS = {
+    "smoke": CGMTPreset(p=100, alphas=(1.0, 4.0), seeds=1, n_test=5000, n_quad=41, ge_nodes=25,
+                        p_grid=(50, 100), p_grid_seeds=2, p_cvx=40, p_grid_reg=(50, 100),
+                        ao_losses=("square",), n_t=7, deltas=(1.0, 0.1), damping=1.0),
+    "book": CGMTPreset(p=400, alphas=(0.5, 1.0, 2.0, 4.0), seeds=3, n_test=20000,
+                       p_grid=(100, 200, 400, 800), p_grid_seeds=4, p_cvx=200,
+                       p_grid_reg=(100, 200, 400, 800)),
+    "gpu": CGMTPreset(p=2000, alphas=(0.5, 1.0, 2.0, 4.0, 8.0), seeds=8, n_test=100000,
+                      p_grid=(200, 400, 800, 1600, 3200), p_grid_seeds=8, p_cvx=200,
+                      p_grid_reg=(200, 400, 800, 1600, 3200)),
+}
+
+
+def preset(scale: str | None = "book") -> CGMTPreset:
+    """The preset for ``scale`` (``ICML26_SCALE`` overrides)."""
+    return preset_for(PRESETS, scale)

@@ -1,0 +1,61 @@
+"""Preconditioned DeltaNet (Tumma, Loo and Rus, ICML 2026): curvature-aware delta-rule recurrences.
+
+Method (:mod:`.method`): the diagonal preconditioner (:func:`atk_state`, :func:`squash_preconditioner`),
+the delta rule with asymmetric read/write keys in recurrent and chunkwise form, and the full
+PDN / PGDN / PKDA operator :func:`precond_delta_rule`. Baselines (:mod:`.baselines`): linear attention
+and exact preconditioning (RLS, ridge, MesaNet read-out). Model (:mod:`.model`) and runners
+(:mod:`.experiments`) for the notebooks; presets in :mod:`.presets`.
+"""
+
+from .baselines import (
+    linear_attention,
+    mesa_readout,
+    preconditioned_queries,
+    ridge_state,
+    rls_delta_rule,
+    rls_states,
+)
+from .experiments import (
+    MQAR_VARIANTS,
+    agreement_table,
+    anisotropic_keys,
+    build_model,
+    eigen_samples,
+    ema_preconditioner,
+    evaluate_mqar,
+    exactness_table,
+    mqar_batch,
+    mqar_benchmark,
+    online_regression,
+    random_inputs,
+    recall_curves,
+    regression_stream,
+    single_pass_recall,
+    stress_test,
+    time_modes,
+    train_mqar,
+)
+from .method import (
+    atk_state,
+    delta_rule_chunk,
+    delta_rule_recurrent,
+    delta_rule_states,
+    l2_normalize,
+    precond_delta_rule,
+    squash_preconditioner,
+    write_eigenvalues,
+)
+from .model import DeltaMixer, ShortConv, TinyRecurrentLM
+from .presets import PRESETS, PrecondDeltaPreset, preset
+
+SETTINGS = {name: p.__dict__ for name, p in PRESETS.items()}
+
+__all__ = [
+    "MQAR_VARIANTS", "PRESETS", "SETTINGS", "DeltaMixer", "PrecondDeltaPreset", "ShortConv", "TinyRecurrentLM",
+    "agreement_table", "anisotropic_keys", "atk_state", "build_model", "delta_rule_chunk", "delta_rule_recurrent",
+    "delta_rule_states", "eigen_samples", "ema_preconditioner", "evaluate_mqar", "exactness_table", "l2_normalize",
+    "linear_attention", "mesa_readout", "mqar_batch", "mqar_benchmark", "online_regression",
+    "precond_delta_rule", "preconditioned_queries", "preset", "random_inputs", "recall_curves",
+    "regression_stream", "ridge_state", "rls_delta_rule", "rls_states", "single_pass_recall",
+    "squash_preconditioner", "stress_test", "time_modes", "train_mqar", "write_eigenvalues",
+]
