@@ -177,12 +177,13 @@ def run(root: Path, notebooks: list[Notebook], scale: str, *, jobs: int = 1, for
 
 def summary_table(results: list[Result]) -> str:
     """The closing table: notebook, scale, seconds, peak memory, claims held, cache."""
-    header = f"{'notebook':44s} {'scale':6s} {'seconds':>8s} {'peak MiB':>9s} {'claims':>7s}  status"
+    width = max([44] + [len(r.name) for r in results])
+    header = f"{'notebook':{width}s} {'scale':6s} {'seconds':>8s} {'peak MiB':>9s} {'claims':>7s}  status"
     lines = [header, "-" * len(header)]
     for r in results:
         claims = f"{r.claims_held}/{r.claims_total}"
         status = "cached" if r.cached else ("ok" if r.ok else "FAILED")
-        lines.append(f"{r.name:44s} {r.scale:6s} {r.seconds:8.1f} {r.peak_mib:9.0f} {claims:>7s}  {status}")
+        lines.append(f"{r.name:{width}s} {r.scale:6s} {r.seconds:8.1f} {r.peak_mib:9.0f} {claims:>7s}  {status}")
     total = sum(r.seconds for r in results if not r.cached)
     lines.append(f"{len(results)} notebook(s), {sum(not r.ok for r in results)} failed, "
                  f"{sum(r.cached for r in results)} cached, {total:.1f} s of execution")

@@ -198,7 +198,7 @@ def build(root: Path, scale: str, *, strict: bool = True, echo=print) -> Path:
            "--builder", "html"]
     if strict:
         cmd += ["-W", "-n", "--keep-going"]
-    echo(f"rendering the {scale} book: jupyter-book build {'-W -n --keep-going' if strict else ''}")
+    echo(f"rendering the book at scale {scale}: jupyter-book build {'-W -n --keep-going' if strict else ''}")
     proc = subprocess.run(cmd, capture_output=True, text=True)
     log = proc.stdout + proc.stderr
     (root / "_build" / f"jupyter-book-{scale}.log").write_text(log)
