@@ -12,14 +12,8 @@ import torch
 from icml26.cgmt.method import DTYPE
 from scipy.optimize import minimize_scalar
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The solvers work on small tensors: extra threads only add contention."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny tensors: one intra-op thread is fastest (fixture in conftest.py).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

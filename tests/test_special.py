@@ -11,14 +11,8 @@ import torch
 from icml26.special.experiments import base_config, equivalence_checks
 from icml26.special.presets import PRESETS, preset
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny tensors: one intra-op thread is fastest and avoids spin-waiting on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny tensors: one intra-op thread is fastest (fixture in conftest.py).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
