@@ -216,3 +216,34 @@ def test_report_unwraps_one_element_arrays():
     assert report("one_tensor", torch.tensor([1.5])) == 1.5
     assert report("one_array", np.array([[2.0]])) == 2.0
     assert report("many", [1, 2]) == [1, 2]
+
+
+def test_dry_run_switch_uses_the_gpu_presets_dry_run(monkeypatch):
+    """ICML26_DRY=1 passes the gpu preset (and only it) through its dry_run(); a preset without one is an error."""
+    from dataclasses import dataclass, replace
+
+    from icml26.core import preset_for
+
+    @dataclass(frozen=True)
+    class P:
+        steps: int
+        width: int
+
+        def dry_run(self):
+            return replace(self, steps=2)
+
+    presets = {"smoke": P(10, 8), "book": P(100, 8), "gpu": P(1000, 64)}
+    monkeypatch.delenv("ICML26_SCALE", raising=False)
+    monkeypatch.setenv("ICML26_DRY", "1")
+    assert preset_for(presets, "gpu") == P(2, 64)
+    assert preset_for(presets, "book") == P(100, 8)
+    monkeypatch.setenv("ICML26_DRY", "0")
+    assert preset_for(presets, "gpu") == P(1000, 64)
+
+    @dataclass(frozen=True)
+    class NoDry:
+        steps: int
+
+    monkeypatch.setenv("ICML26_DRY", "1")
+    with pytest.raises(TypeError, match="dry_run"):
+        preset_for({"smoke": NoDry(1), "book": NoDry(2), "gpu": NoDry(3)}, "gpu")

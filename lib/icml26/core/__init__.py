@@ -14,10 +14,11 @@ from .env import fingerprint, fingerprint_line, setup
 from .glue import report
 from .ledger import Claim, ClaimFailed, Ledger
 from .meters import PeakMemory, Timer, count_flops, synchronize, time_fn
-from .scale import SCALES, ScaleError, preset_for, resolve_scale
+from .scale import DRY_ENV, SCALES, ScaleError, dry_run_enabled, preset_for, resolve_scale
 from .style import method_color, method_colors, use_book_style
 
 __all__ = [
+    "DRY_ENV",
     "SCALES",
     "Claim",
     "ClaimFailed",
@@ -27,6 +28,7 @@ __all__ = [
     "Timer",
     "count_flops",
     "device",
+    "dry_run_enabled",
     "fingerprint",
     "fingerprint_line",
     "method_color",

@@ -14,6 +14,13 @@ Each chapter module defines its presets in one place, as frozen dataclasses keye
 
 The environment variable ``ICML26_SCALE`` overrides the notebook's value for a whole build
 (the runner sets it, so a notebook run by hand and one run by the runner agree).
+
+**Dry runs of the gpu scale.** With ``ICML26_DRY=1`` the ``gpu`` preset is passed through its
+``dry_run()`` method before it is returned. Every preset class defines ``dry_run(self)``: a copy
+with loop counts cut (steps, rounds, epochs, seeds, evaluation repeats) and every *size* kept
+(widths, vocabularies, client counts, sequence lengths, batch sizes), so that a CPU executes each
+notebook's code paths at the gpu configuration in seconds and shape or configuration errors
+surface in CI (``make gpu-dry``). Claims are not asserted in a dry run.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 SCALES = ("smoke", "book", "gpu")
+DRY_ENV = "ICML26_DRY"
 
 T = TypeVar("T")
 
@@ -49,4 +57,16 @@ def preset_for(presets: Mapping[str, T], scale: str | None = None) -> T:
     missing = [s for s in SCALES if s not in presets]
     if missing:
         raise ValueError(f"presets must define every scale {SCALES}; missing {missing}")
-    return presets[name]
+    chosen = presets[name]
+    if name == "gpu" and dry_run_enabled():
+        cut = getattr(chosen, "dry_run", None)
+        if not callable(cut):
+            raise TypeError(f"{type(chosen).__name__} has no dry_run() method; every preset class must "
+                            f"define one for {DRY_ENV}=1 (see icml26.core.scale)")
+        chosen = cut()
+    return chosen
+
+
+def dry_run_enabled() -> bool:
+    """True when ``ICML26_DRY`` asks for a dry run of the gpu scale (loop counts cut, sizes kept)."""
+    return os.environ.get(DRY_ENV, "").strip().lower() not in ("", "0", "false", "no")
