@@ -1,0 +1,83 @@
+"""DP-C4: removing the solution bias of differentially private optimisation (ICML 2026).
+
+Only the abstract is public: :func:`dp_c4` is **the book's reconstruction from the abstract**.
+
+- :mod:`.problems`: finite-sum problems (1-D toy, heavy-tailed logistic, breast cancer).
+- :mod:`.method`: clipping, staged threshold schedules, DP-C4 (Algorithm 1).
+- :mod:`.baselines`: DP-SGD / DP-GD and noiseless clipped GD.
+- :mod:`.accounting`: RDP, GDP, calibration and the tailored allocation (Algorithms 2-3).
+- :mod:`.experiments`: runners the notebooks call. :mod:`.presets`: scales.
+"""
+
+from .accounting import (
+    ORDERS,
+    allocate_sigmas,
+    calibrate_sigma,
+    eps_from_rdp,
+    epsilon,
+    gdp_delta,
+    gdp_eps,
+    gdp_mu,
+    rdp_subsampled_gaussian,
+)
+from .baselines import dp_sgd
+from .experiments import (
+    accountant_table,
+    best_of_grid,
+    clipped_fixed_points,
+    decay_race,
+    eps_vs_stages,
+    equal_privacy,
+    noiseless_race,
+    sensitivity_check,
+)
+from .method import StagedSchedule, Trace, clip_rows, dp_c4, dp_c4_step, geometric_thresholds
+from .presets import PRESETS, DPC4Preset, preset
+from .problems import FiniteSumProblem, breast_cancer_logistic, heavy_tailed_logistic, toy_problem
+
+__all__ = [
+    "ORDERS",
+    "allocate_sigmas",
+    "calibrate_sigma",
+    "eps_from_rdp",
+    "epsilon",
+    "gdp_delta",
+    "gdp_eps",
+    "gdp_mu",
+    "rdp_subsampled_gaussian",
+    "dp_sgd",
+    "StagedSchedule",
+    "Trace",
+    "clip_rows",
+    "dp_c4",
+    "dp_c4_step",
+    "geometric_thresholds",
+    "FiniteSumProblem",
+    "breast_cancer_logistic",
+    "heavy_tailed_logistic",
+    "toy_problem",
+    "accountant_table",
+    "best_of_grid",
+    "clipped_fixed_points",
+    "decay_race",
+    "eps_vs_stages",
+    "equal_privacy",
+    "noiseless_race",
+    "sensitivity_check",
+    "PRESETS",
+    "DPC4Preset",
+    "preset",
+    "gpu_check",
+]
+
+
+def gpu_check(dev):
+    """One DP-C4 run of 20 private steps at the gpu preset's sizes on ``dev`` (for ``make gpu-check``)."""
+    import torch
+
+    cfg = preset("gpu")
+    train, _ = heavy_tailed_logistic(cfg.n, cfg.d, cfg.lam, seed=cfg.seed, device=dev)
+    sch = StagedSchedule(geometric_thresholds(1.0, 0.7, 2).repeat(cfg.seeds, 1),
+                         torch.full((cfg.seeds, 2), 5.0), 10)
+    gen = torch.Generator(device=dev).manual_seed(0)
+    return lambda: dp_c4(train, sch, cfg.lr, cfg.q, gen, log_every=10)

@@ -1,0 +1,236 @@
+"""Privacy accounting for DP-SGD and DP-C4 (spec Sec. 3.3-3.5).
+
+* RDP of the Poisson-subsampled Gaussian mechanism at integer orders (Mironov, Talwar & Zhang 2019),
+  vectorised over orders with a log-sum-exp; composition over stages is a sum.
+* RDP -> (eps, delta) with the conversion used by Google's ``dp_accounting`` RDP accountant.
+* Full batch (q = 1): Gaussian differential privacy, mu^2 = sum_t sigma_t^-2, exact.
+* ``backend="dp_accounting_rdp"`` / ``"pld"`` call Google's ``dp_accounting`` (cross-check, tight number).
+
+The accountant takes *noise multipliers* sigma (noise std divided by the sensitivity C_k); the noise
+actually added at stage k is ``sigma_k * C_k`` (spec pitfall "noise multiplier vs noise std").
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from scipy.special import gammaln, logsumexp
+from scipy.stats import norm
+
+ORDERS = tuple(range(2, 257))
+BACKENDS = ("rdp", "dp_accounting_rdp", "pld", "gdp")
+
+
+def _real(name, value, lo=None, hi=None, lo_open=True, hi_open=True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    bad = not math.isfinite(value)
+    if lo is not None:
+        bad |= value <= lo if lo_open else value < lo
+    if hi is not None:
+        bad |= value >= hi if hi_open else value > hi
+    if bad:
+        lo_s = "(" if lo_open else "["
+        hi_s = ")" if hi_open else "]"
+        raise ValueError(f"{name} must be finite and in {lo_s}{lo}, {hi}{hi_s}, got {value}")
+    return value
+
+
+def check_q(q) -> float:
+    return _real("q", q, 0.0, 1.0, lo_open=True, hi_open=False)
+
+
+def check_delta(delta) -> float:
+    return _real("delta", delta, 0.0, 1.0)
+
+
+def check_eps(eps) -> float:
+    return _real("eps", eps, 0.0, None)
+
+
+def _orders(orders) -> np.ndarray:
+    a = np.asarray(orders, dtype=float)
+    if a.ndim != 1 or a.size == 0:
+        raise ValueError("orders must be a non-empty 1-D sequence of integers >= 2")
+    if not np.all(np.isfinite(a)) or np.any(a < 2) or np.any(a != np.round(a)):
+        raise ValueError("orders must be integers >= 2 for the internal RDP backend")
+    return a.astype(int)
+
+
+def _sigmas(sigmas, name="sigmas") -> np.ndarray:
+    s = np.atleast_1d(np.asarray(sigmas, dtype=float))
+    if s.ndim != 1 or s.size == 0:
+        raise ValueError(f"{name} must be a positive number or a non-empty 1-D array")
+    if not np.all(np.isfinite(s)) or np.any(s <= 0):
+        raise ValueError(f"{name} must be finite and > 0 (a noise multiplier), got {s}")
+    return s
+
+
+@lru_cache(maxsize=8)
+def _binom_table(max_order: int) -> tuple[np.ndarray, np.ndarray]:
+    k = np.arange(max_order + 1)
+    a = np.arange(max_order + 1)[:, None]
+    logc = np.where(k <= a, gammaln(a + 1) - gammaln(k + 1) - gammaln(np.maximum(a - k, 0) + 1), -np.inf)
+    return logc, k
+
+
+def rdp_subsampled_gaussian(q: float, sigma, orders=ORDERS) -> np.ndarray:
+    """:math:`R_{q,\\sigma}(\\alpha)=\\frac1{\\alpha-1}\\log\\sum_{k=0}^{\\alpha}\\binom\\alpha k(1-q)^{\\alpha-k}q^k
+    e^{(k^2-k)/(2\\sigma^2)}` (spec Sec. 3.5), one row per sigma: shape ``(len(orders),)`` for a scalar
+    sigma, ``(K, len(orders))`` for K sigmas. ``q = 1`` is the Gaussian mechanism, alpha/(2 sigma^2)."""
+    q = check_q(q)
+    a = _orders(orders)
+    s = _sigmas(sigma, "sigma")
+    if q == 1.0:
+        out = a[None, :] / (2.0 * s[:, None] ** 2)
+    else:
+        logc, k = _binom_table(int(a.max()))
+        logc = logc[a]                                               # (A, M+1)
+        kk = k[None, :]
+        base = logc + np.where(kk <= a[:, None], (a[:, None] - kk) * math.log1p(-q), 0.0) + kk * math.log(q)
+        expo = (kk * kk - kk)[None, :, :] / (2.0 * s[:, None, None] ** 2)   # (K, 1, M+1)
+        out = logsumexp(base[None] + expo, axis=-1) / (a[None, :] - 1)
+    return out[0] if np.ndim(sigma) == 0 else out
+
+
+def eps_from_rdp(rdp, delta: float, orders=ORDERS) -> float:
+    """:math:`\\varepsilon=\\min_\\alpha R(\\alpha)+\\log\\frac{\\alpha-1}{\\alpha}-\\frac{\\log\\delta+\\log\\alpha}{\\alpha-1}`,
+    clipped at 0 (the conversion of ``dp_accounting``'s RDP accountant)."""
+    delta = check_delta(delta)
+    a = _orders(orders).astype(float)
+    r = np.asarray(rdp, dtype=float)
+    if r.shape != a.shape:
+        raise ValueError(f"rdp must have one value per order ({a.size}), got shape {r.shape}")
+    if not np.all(np.isfinite(r)):
+        raise ValueError("rdp must be finite")
+    eps = r + np.log1p(-1.0 / a) - np.log(delta * a) / (a - 1)
+    eps = np.where(delta ** 2 + np.expm1(-r) > 0, 0.0, eps)
+    return float(max(0.0, eps.min()))
+
+
+def gdp_delta(eps: float, mu: float) -> float:
+    """:math:`\\delta(\\varepsilon)=\\Phi(-\\varepsilon/\\mu+\\mu/2)-e^\\varepsilon\\Phi(-\\varepsilon/\\mu-\\mu/2)`."""
+    eps = _real("eps", eps, 0.0, None, lo_open=False)
+    mu = _real("mu", mu, 0.0, None)
+    return float(norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2))
+
+
+def gdp_eps(mu: float, delta: float) -> float:
+    """The epsilon of a mu-GDP mechanism at ``delta`` (bisection on the decreasing delta(eps))."""
+    mu, delta = _real("mu", mu, 0.0, None), check_delta(delta)
+    if gdp_delta(0.0, mu) <= delta:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while gdp_delta(hi, mu) > delta:
+        lo, hi = hi, 2 * hi
+        if hi > 1e6:
+            raise ValueError(f"mu={mu} too large for delta={delta}")
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if gdp_delta(mid, mu) > delta else (lo, mid)
+        if hi - lo < 1e-14 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
+def gdp_mu(eps: float, delta: float) -> float:
+    """The mu for which a mu-GDP mechanism is exactly (eps, delta)-DP (bisection; delta grows with mu)."""
+    eps, delta = check_eps(eps), check_delta(delta)
+    lo, hi = 1e-6, 1.0
+    while gdp_delta(eps, hi) < delta:
+        lo, hi = hi, 2 * hi
+        if hi > 1e4:
+            raise ValueError(f"no mu reaches eps={eps}, delta={delta}")
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if gdp_delta(eps, mid) < delta else (lo, mid)
+        if hi - lo < 1e-15 * hi:
+            break
+    return 0.5 * (lo + hi)
+
+
+def epsilon(sigmas, steps_per_stage: int, q: float, delta: float, backend: str = "rdp",
+            orders=ORDERS) -> float:
+    """Epsilon of K stages, stage k = ``steps_per_stage`` steps of SGM(q, sigma_k), adaptively composed
+    (spec Sec. 3.3: :math:`\\varepsilon_{\\rm RDP}(\\alpha)=\\sum_k m R_{q,\\sigma_k}(\\alpha)`).
+
+    ``backend``: ``"rdp"`` (internal), ``"dp_accounting_rdp"`` (Google's RdpAccountant, same orders),
+    ``"pld"`` (Google's PLD accountant, tight), ``"gdp"`` (q = 1 only, exact)."""
+    s = _sigmas(sigmas)
+    if isinstance(steps_per_stage, bool) or not isinstance(steps_per_stage, (int, np.integer)) \
+            or steps_per_stage < 1:
+        raise ValueError(f"steps_per_stage must be a positive integer, got {steps_per_stage!r}")
+    m = int(steps_per_stage)
+    q, delta = check_q(q), check_delta(delta)
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "rdp":
+        rdp = m * rdp_subsampled_gaussian(q, s, orders).sum(0)
+        return eps_from_rdp(rdp, delta, orders)
+    if backend == "gdp":
+        if q != 1.0:
+            raise ValueError(f"backend='gdp' is exact for full batch only (q == 1), got q={q}")
+        return gdp_eps(math.sqrt(m * float(np.sum(s ** -2.0))), delta)
+    import dp_accounting
+
+    events = [dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(float(sk)))
+        if q < 1 else dp_accounting.GaussianDpEvent(float(sk)), m) for sk in s]
+    event = dp_accounting.ComposedDpEvent(events)
+    if backend == "dp_accounting_rdp":
+        acc = dp_accounting.rdp.RdpAccountant(orders=[float(a) for a in _orders(orders)])
+    else:
+        acc = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
+    acc.compose(event)
+    return float(acc.get_epsilon(delta))
+
+
+def _bisect_scale(eps_of_scale, target: float, lo: float = 1e-2, hi: float = 1e4, tol: float = 1e-9) -> float:
+    """Find s with eps(s) = target on a log bracket (eps is decreasing in s)."""
+    e_lo, e_hi = eps_of_scale(lo), eps_of_scale(hi)
+    if not e_hi <= target <= e_lo:
+        raise ValueError(f"target eps={target} is unreachable: achievable range in the bracket is "
+                         f"[{e_hi:.4g}, {e_lo:.4g}]")
+    a, b = math.log(lo), math.log(hi)
+    for _ in range(200):
+        mid = 0.5 * (a + b)
+        if eps_of_scale(math.exp(mid)) > target:
+            a = mid
+        else:
+            b = mid
+        if b - a < tol:
+            break
+    return math.exp(b)
+
+
+def allocate_sigmas(thresholds, steps_per_stage: int, q: float, eps: float, delta: float,
+                    shape: str = "sqrt", backend: str = "rdp") -> np.ndarray:
+    """Algorithm 2 (spec Sec. 3.4): noise multipliers :math:`\\sigma_k=s\\,a_k` with the tailored shape
+    :math:`a_k=C_k^{-1/2}` (``shape="sqrt"``; optimal for full batch) or :math:`a_k=1` (``"uniform"``),
+    the scale s chosen so that the run is exactly (eps, delta)-DP. With ``backend="gdp"`` (q = 1) s is in
+    closed form from :math:`\\mu^2=\\sum_k m/(s a_k)^2`; otherwise bisection on log s."""
+    C = _sigmas(thresholds, "thresholds")
+    if shape not in ("sqrt", "uniform"):
+        raise ValueError(f"shape must be 'sqrt' or 'uniform', got {shape!r}")
+    eps, delta, q = check_eps(eps), check_delta(delta), check_q(q)
+    if isinstance(steps_per_stage, bool) or not isinstance(steps_per_stage, (int, np.integer)) \
+            or steps_per_stage < 1:
+        raise ValueError(f"steps_per_stage must be a positive integer, got {steps_per_stage!r}")
+    a = C ** -0.5 if shape == "sqrt" else np.ones_like(C)
+    if backend == "gdp":
+        if q != 1.0:
+            raise ValueError(f"backend='gdp' needs q == 1, got q={q}")
+        mu = gdp_mu(eps, delta)
+        return a * math.sqrt(steps_per_stage * float(np.sum(a ** -2.0))) / mu
+    s = _bisect_scale(lambda sc: epsilon(sc * a, steps_per_stage, q, delta, backend), eps)
+    return s * a
+
+
+def calibrate_sigma(T: int, q: float, eps: float, delta: float, backend: str = "rdp") -> float:
+    """Algorithm 3: the single noise multiplier of DP-SGD / DP-GD with T steps hitting (eps, delta)."""
+    if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
+        raise ValueError(f"T must be a positive integer, got {T!r}")
+    return float(allocate_sigmas(np.ones(1), int(T), q, eps, delta, shape="uniform", backend=backend)[0])

@@ -1,0 +1,237 @@
+"""DP-C4 (reconstruction from the abstract): per-example anchors, coupled clipping of the innovation,
+shifted (decaying) thresholds and a calibrated noise allocation.
+
+Only the abstract of the paper is public. The update rule below is **the book's reconstruction**
+(spec Sec. 3.3), kept in one function, :func:`dp_c4_step`, so that it can be swapped for the paper's rule.
+Equation numbers refer to the chapter's notebooks: (DPC4-1) innovation clip, (DPC4-2) release,
+(DPC4-3) gradient estimate, (DPC4-4) anchor update, (DPC4-5) the iterate update.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .problems import FiniteSumProblem, _check_int, _check_pos
+
+MAX_ANCHOR_BYTES = 2 * 1024 ** 3
+
+
+def clip_rows(G: Tensor, C) -> Tensor:
+    """Row-wise clip :math:`\\operatorname{clip}(v,C)=v\\min(1,C/\\|v\\|_2)` over the last axis.
+
+    ``C`` is a positive float or a tensor broadcastable to ``G.shape[:-1]`` (one threshold per run).
+    Rows with norm <= C are returned unchanged bit for bit; zero rows stay zero."""
+    if not isinstance(G, Tensor) or G.ndim < 1:
+        raise TypeError("G must be a tensor with at least one axis")
+    if G.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"G must be float32 or float64, got {G.dtype}")
+    if G.shape[-1] == 0 or not bool(torch.isfinite(G).all()):
+        raise ValueError(f"G must have a non-empty last axis and finite entries, got shape {tuple(G.shape)}")
+    if isinstance(C, bool) or not isinstance(C, (int, float, np.integer, np.floating, Tensor)):
+        raise TypeError(f"C must be a positive number or a tensor, got {type(C).__name__}")
+    C = torch.as_tensor(C, dtype=G.dtype, device=G.device)
+    if C.numel() == 0 or not bool(torch.isfinite(C).all()) or bool((C <= 0).any()):
+        raise ValueError(f"C must be finite and > 0, got {C}")
+    norms = G.norm(dim=-1)
+    try:
+        torch.broadcast_shapes(C.shape, norms.shape)
+    except RuntimeError as exc:
+        raise ValueError(f"C of shape {tuple(C.shape)} does not broadcast to G's rows {tuple(norms.shape)}") from exc
+    C = C.expand_as(norms) if C.ndim else C
+    over = norms > C
+    scale = torch.where(over, C / torch.where(over, norms, torch.ones_like(norms)), torch.ones_like(norms))
+    return torch.where(over[..., None], G * scale[..., None], G)
+
+
+@dataclass
+class StagedSchedule:
+    """K stages of ``steps_per_stage`` steps: thresholds :math:`C_k` and noise multipliers :math:`\\sigma_k`.
+
+    ``thresholds`` and ``sigmas`` are ``(K,)`` for one run or ``(R, K)`` for R runs sharing K and m.
+    ``sigmas`` may be all zero only for the noiseless mode (``dp_c4(..., noise=False)``)."""
+
+    thresholds: Tensor
+    sigmas: Tensor
+    steps_per_stage: int
+
+    def __post_init__(self):
+        self.thresholds = torch.as_tensor(self.thresholds, dtype=torch.float64)
+        self.sigmas = torch.as_tensor(self.sigmas, dtype=torch.float64)
+        if self.thresholds.ndim not in (1, 2) or self.thresholds.shape[-1] < 1:
+            raise ValueError(f"thresholds must be (K,) or (R, K), got shape {tuple(self.thresholds.shape)}")
+        if self.sigmas.shape != self.thresholds.shape:
+            raise ValueError(f"sigmas and thresholds must have the same shape, got {tuple(self.sigmas.shape)} "
+                             f"and {tuple(self.thresholds.shape)}")
+        if not bool(torch.isfinite(self.thresholds).all()) or bool((self.thresholds <= 0).any()):
+            raise ValueError("thresholds must be finite and > 0")
+        if not bool(torch.isfinite(self.sigmas).all()) or bool((self.sigmas < 0).any()):
+            raise ValueError("sigmas must be finite and >= 0")
+        self.steps_per_stage = _check_int("steps_per_stage", self.steps_per_stage)
+
+    @property
+    def K(self) -> int:
+        return int(self.thresholds.shape[-1])
+
+    @property
+    def T(self) -> int:
+        return self.K * self.steps_per_stage
+
+    @property
+    def runs(self) -> int:
+        return 1 if self.thresholds.ndim == 1 else int(self.thresholds.shape[0])
+
+    def at(self, t: int) -> tuple[Tensor, Tensor]:
+        """(C_t, sigma_t) of step t, each of shape (R,)."""
+        t = _check_int("t", t, 0)
+        if t >= self.T:
+            raise ValueError(f"t must be < T={self.T}, got {t}")
+        k = t // self.steps_per_stage
+        C, s = self.thresholds.reshape(-1, self.K), self.sigmas.reshape(-1, self.K)
+        return C[:, k], s[:, k]
+
+
+def geometric_thresholds(C0: float, rho: float, K: int) -> Tensor:
+    """The shifted-threshold schedule :math:`C_k=C_0\\rho^k`, k = 0..K-1."""
+    C0 = _check_pos("C0", C0)
+    if isinstance(rho, bool) or not isinstance(rho, (int, float, np.floating)) or not math.isfinite(rho) \
+            or not 0 < rho <= 1:
+        raise ValueError(f"rho must be in (0, 1], got {rho!r}")
+    K = _check_int("K", K)
+    return C0 * float(rho) ** torch.arange(K, dtype=torch.float64)
+
+
+@dataclass
+class Trace:
+    """Logged every ``log_every`` steps; leading axis = run. ``tilt`` is the accumulated noise
+    :math:`\\tilde H-\\frac1n\\sum_i h_i` at the end (a diagnostic, never released by a private run)."""
+
+    x: Tensor
+    steps: Tensor
+    dist: Tensor | None
+    loss: Tensor
+    noise_std: Tensor
+    clip_frac: Tensor
+    innov_norm: Tensor
+    tilt: Tensor | None = None
+    eps: float | None = None
+
+
+def _check_run_args(problem, lr, q, x0, runs):
+    if not isinstance(problem, FiniteSumProblem):
+        raise TypeError(f"problem must be a FiniteSumProblem, got {type(problem).__name__}")
+    lr = _check_pos("lr", lr)
+    if isinstance(q, bool) or not isinstance(q, (int, float, np.floating)) or not math.isfinite(q) \
+            or not 0 < q <= 1:
+        raise ValueError(f"q must be in (0, 1], got {q!r}")
+    if x0 is None:
+        x = torch.zeros(runs, problem.dim, dtype=problem.X.dtype, device=problem.X.device)
+    else:
+        if not isinstance(x0, Tensor):
+            raise TypeError("x0 must be a tensor")
+        if x0.shape[-1] != problem.dim or x0.ndim not in (1, 2):
+            raise ValueError(f"x0 must have shape (d,) or (R, d) with d={problem.dim}, got {tuple(x0.shape)}")
+        x = x0.to(problem.X).expand(runs, problem.dim).clone()
+    return lr, float(q), x
+
+
+def _mask(R: int, n: int, q: float, generator, like: Tensor) -> Tensor:
+    """Poisson sampling: each example independently in the batch with probability q, per run."""
+    if q == 1.0:
+        return torch.ones(R, n, dtype=like.dtype, device=like.device)
+    u = torch.rand(R, n, generator=generator, dtype=like.dtype, device=generator.device if generator else None)
+    return (u.to(like.device) < q).to(like.dtype)
+
+
+def _noise(R: int, d: int, generator, like: Tensor) -> Tensor:
+    z = torch.randn(R, d, generator=generator, dtype=like.dtype,
+                    device=generator.device if generator is not None else None)
+    return z.to(like.device)
+
+
+def dp_c4_step(G: Tensor, h: Tensor, H: Tensor, mask: Tensor, C: Tensor, noise: Tensor, q: float):
+    """One DP-C4 step (reconstruction, spec Sec. 3.3), batched over R runs.
+
+    G: per-example gradients ``(R, n, d)`` at the current iterate; h: anchors ``(R, n, d)``; H: public
+    anchor aggregate ``(R, d)``; mask: Poisson batch ``(R, n)``; C: thresholds ``(R,)``; noise: the
+    Gaussian draw already scaled to std :math:`\\sigma_kC_k`, ``(R, d)``. Returns ``(g, h, H, S, Delta)``:
+
+    (DPC4-1) :math:`\\delta_i=\\operatorname{clip}(\\nabla f_i(x_t)-h_i,C_k)` for i in the batch;
+    (DPC4-2) :math:`\\tilde S_t=\\sum_{i\\in B_t}\\delta_i+\\zeta_t` -- the only released quantity;
+    (DPC4-3) :math:`g_t=\\tilde H+\\tilde S_t/(qn)`;
+    (DPC4-4) :math:`h_i\\leftarrow h_i+\\delta_i`, :math:`\\tilde H\\leftarrow\\tilde H+\\tilde S_t/n`.
+    """
+    n = G.shape[1]
+    Delta = clip_rows(G - h, C[:, None]) * mask[..., None]
+    S = Delta.sum(1) + noise
+    g = H + S / (q * n)
+    return g, h + Delta, H + S / n, S, Delta
+
+
+def dp_c4(problem: FiniteSumProblem, schedule: StagedSchedule, lr: float, q: float = 1.0, generator=None,
+          x0: Tensor | None = None, x_star: Tensor | None = None, noise: bool = True, log_every: int = 1,
+          max_anchor_bytes: int = MAX_ANCHOR_BYTES) -> Trace:
+    """Algorithm 1, DP-C4 (reconstruction from the abstract): R runs at once, T = K m steps.
+
+    Step t of stage k = floor(t/m): Poisson batch, innovation clip at :math:`C_k`, release with noise
+    std :math:`\\sigma_kC_k`, gradient estimate, anchor update, :math:`x_{t+1}=x_t-\\eta g_t` (DPC4-5).
+    ``noise=False`` is the noiseless mode (no privacy claimed). Per-example anchors are private state
+    and never returned; the trace logs aggregates only."""
+    if not isinstance(schedule, StagedSchedule):
+        raise TypeError(f"schedule must be a StagedSchedule, got {type(schedule).__name__}")
+    R = schedule.runs
+    lr, q, x = _check_run_args(problem, lr, q, x0, R)
+    log_every = _check_int("log_every", log_every)
+    if noise and bool((schedule.sigmas <= 0).any()):
+        raise ValueError("sigmas must be > 0 when noise=True (sigma = 0 only with noise=False)")
+    n, d = problem.n, problem.dim
+    nbytes = R * n * d * problem.X.element_size()
+    if nbytes > max_anchor_bytes:
+        raise ValueError(f"the anchor table would take {nbytes / 2 ** 30:.2f} GiB (R={R}, n={n}, d={d}), "
+                         f"over max_anchor_bytes={max_anchor_bytes / 2 ** 30:.2f} GiB")
+    if noise and generator is None:
+        raise ValueError("generator is required when noise=True or q < 1")
+    if q < 1 and generator is None:
+        raise ValueError("generator is required when q < 1")
+    Cs = schedule.thresholds.reshape(R, -1).to(problem.X)
+    sig = schedule.sigmas.reshape(R, -1).to(problem.X)
+    h = torch.zeros(R, n, d, dtype=x.dtype, device=x.device)
+    H = torch.zeros(R, d, dtype=x.dtype, device=x.device)
+    logs = {k: [] for k in ("steps", "dist", "loss", "std", "clip", "innov")}
+    m = schedule.steps_per_stage
+    for t in range(schedule.T):
+        k = t // m
+        C, std = Cs[:, k], sig[:, k] * Cs[:, k]
+        mask = _mask(R, n, q, generator, x)
+        zeta = _noise(R, d, generator, x) * std[:, None] if noise else torch.zeros_like(H)
+        G = problem.per_sample_grads(x)
+        if t % log_every == 0 or t == schedule.T - 1:
+            inn = (G - h).norm(dim=-1)
+            nb = mask.sum(1).clamp_min(1)
+            _log(logs, t, problem, x, x_star, std if noise else torch.zeros_like(std),
+                 ((inn > C[:, None]).to(x.dtype) * mask).sum(1) / nb, (inn * mask).sum(1) / nb)
+        g, h, H, _, _ = dp_c4_step(G, h, H, mask, C, zeta, q)
+        x = x - lr * g
+    tilt = H - h.mean(1)
+    return _trace(logs, problem, x, x_star, tilt)
+
+
+def _log(logs, t, problem, x, x_star, std, clip, innov):
+    logs["steps"].append(t)
+    logs["loss"].append(problem.loss(x))
+    logs["dist"].append((x - x_star.to(x)).norm(dim=-1) if x_star is not None else torch.zeros(len(x)))
+    logs["std"].append(std)
+    logs["clip"].append(clip)
+    logs["innov"].append(innov)
+
+
+def _trace(logs, problem, x, x_star, tilt=None) -> Trace:
+    def st(key):
+        return torch.stack(logs[key], 1).cpu()
+
+    return Trace(x=x, steps=torch.tensor(logs["steps"]), dist=st("dist") if x_star is not None else None,
+                 loss=st("loss"), noise_std=st("std"), clip_frac=st("clip"), innov_norm=st("innov"), tilt=tilt)

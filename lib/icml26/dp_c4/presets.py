@@ -1,0 +1,83 @@
+"""Scale presets for the dp-c4 chapter (spec Sec. 3.7 and 7.3). Notebooks never hard-code sizes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from icml26.core import preset_for
+
+
+@dataclass(frozen=True)
+class DPC4Preset:
+    n: int                          # training examples (heavy-tailed logistic)
+    d: int                          # dimension
+    seeds: int                      # seeds per configuration
+    # notebook 1 (noiseless)
+    T_noiseless: int                # steps of the clipped-GD / DP-C4 race
+    C_fixed: tuple                  # fixed thresholds of the race
+    C_bias_grid: tuple              # thresholds for x_C vs C
+    T_fixed_point: int              # steps to reach x_C
+    decay_rhos: tuple               # per-step threshold decay (NB1 "too fast" cell)
+    # notebook 2 (equal privacy, Poisson q)
+    T: int                          # steps
+    K: int                          # stages
+    C_grid: tuple                   # DP-SGD clipping norms
+    C0_grid: tuple                  # DP-C4 initial thresholds
+    rho_grid: tuple                 # DP-C4 per-stage decay
+    # notebook 2 (full batch, GDP)
+    T_full: int
+    C_grid_full: tuple
+    C0_grid_full: tuple
+    rho_grid_full: tuple            # per-step decay
+    C0_grid_coarse: tuple = (0.5, 1.0, 2.0)
+    rho_grid_coarse: tuple = (0.5, 0.7)
+    K_coarse: int = 10
+    lam: float = 0.1
+    lr: float = 0.5
+    lr_full: float = 1.0
+    q: float = 0.1
+    delta: float = 1e-5
+    eps_list: tuple = (1.0, 4.0)
+    lr_noiseless: float = 0.5
+    log_every: int = 10
+    bc_seeds: int = 3               # breast-cancer seeds
+    pld: bool = True                # PLD epsilon in the accountant table
+    acct_eps: tuple = (1.0, 4.0)    # targets of the accountant cross-check table
+    seed: int = 0
+
+    def dry_run(self) -> DPC4Preset:
+        """Loop counts cut (steps, stages, seeds, grids), sizes (n, d) kept."""
+        return replace(self, seeds=1, T_noiseless=10, T_fixed_point=10, T=8, K=4, T_full=10,
+                       C_bias_grid=self.C_bias_grid[:2], decay_rhos=self.decay_rhos[:2], C_grid=self.C_grid[:2], C0_grid=self.C0_grid[:1], rho_grid=self.rho_grid[:1],
+                       C_grid_full=self.C_grid_full[:2], C0_grid_full=self.C0_grid_full[:1],
+                       rho_grid_full=self.rho_grid_full[:1], C0_grid_coarse=self.C0_grid_coarse[:1],
+                       rho_grid_coarse=self.rho_grid_coarse[:1], K_coarse=2, bc_seeds=1, pld=False, acct_eps=(1.0,),
+                       eps_list=self.eps_list[:1])
+
+
+PRESETS = {
+    "smoke": DPC4Preset(n=1000, d=10, seeds=1, T_noiseless=2000, C_fixed=(0.1, 1.0, 10.0),
+                        C_bias_grid=(0.5, 1.0, 2.0, 4.0), T_fixed_point=1500, decay_rhos=(0.9, 0.99),
+                        T=200, K=5, C_grid=(0.5, 1.0), C0_grid=(0.25, 0.5), rho_grid=(0.5,),
+                        T_full=100, C_grid_full=(1.0, 4.0), C0_grid_full=(0.25,), rho_grid_full=(0.95,),
+                        C0_grid_coarse=(0.5,), rho_grid_coarse=(0.5,), K_coarse=5, bc_seeds=1, pld=False,
+                        acct_eps=(1.0,), log_every=20),
+    "book": DPC4Preset(n=5000, d=10, seeds=3, T_noiseless=2000, C_fixed=(0.1, 1.0, 10.0),
+                       C_bias_grid=(0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0), T_fixed_point=3000,
+                       decay_rhos=(0.9, 0.97, 0.99, 0.995),
+                       T=1000, K=10, C_grid=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0), C0_grid=(0.25, 0.5, 1.0),
+                       rho_grid=(0.5, 0.7), T_full=200, C_grid_full=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
+                       C0_grid_full=(0.25, 0.5, 1.0), rho_grid_full=(0.9, 0.95, 0.98)),
+    "gpu": DPC4Preset(n=50000, d=100, seeds=5, T_noiseless=3000, C_fixed=(0.1, 1.0, 10.0),
+                      C_bias_grid=(0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0), T_fixed_point=3000,
+                      decay_rhos=(0.9, 0.97, 0.99, 0.995),
+                      T=5000, K=20, C_grid=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0), C0_grid=(0.25, 0.5, 1.0),
+                      rho_grid=(0.6, 0.8), T_full=400, C_grid_full=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
+                      C0_grid_full=(0.25, 0.5, 1.0), rho_grid_full=(0.95, 0.975, 0.99), K_coarse=20,
+                      log_every=50),
+}
+
+
+def preset(scale: str | None = "book") -> DPC4Preset:
+    """The preset for ``scale`` (``ICML26_SCALE`` overrides)."""
+    return preset_for(PRESETS, scale)

@@ -1,0 +1,285 @@
+"""dp-c4: unit identities of the spec's Sec. 8 and the bad inputs of Sec. 9."""
+
+import math
+
+import icml26.dp_c4 as m
+import numpy as np
+import pytest
+import torch
+from icml26.dp_c4.accounting import ORDERS
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def small():
+    train, test = m.heavy_tailed_logistic(300, 5, seed=1)
+    return train, test, train.solve_exact()
+
+
+# -- 1: RDP of the subsampled Gaussian -------------------------------------------------------------
+@pytest.mark.parametrize("sigma", [0.7, 1.0, 3.0])
+def test_rdp_full_batch_and_order_two(sigma):
+    a = np.asarray(ORDERS, dtype=float)
+    assert np.max(np.abs(m.rdp_subsampled_gaussian(1.0, sigma) - a / (2 * sigma ** 2))) < 1e-12
+    for q in (0.01, 0.1, 0.5):
+        r2 = m.rdp_subsampled_gaussian(q, sigma, orders=[2])[0]
+        assert abs(r2 - math.log1p(q ** 2 * math.expm1(1 / sigma ** 2))) < 1e-12
+    # q -> 1 from below joins the closed form
+    near = m.rdp_subsampled_gaussian(1 - 1e-12, sigma, orders=[2, 3, 10])
+    assert np.max(np.abs(near - np.array([2, 3, 10]) / (2 * sigma ** 2))) < 1e-6
+
+
+# -- 2: internal RDP = Google's dp_accounting RdpAccountant ------------------------------------------
+def test_rdp_matches_dp_accounting():
+    pytest.importorskip("dp_accounting")
+    for sig, m_steps, q in ((np.array([1.0]), 1000, 0.01), (np.array([1.0]), 1000, 0.1)):
+        a = m.epsilon(sig, m_steps, q, 1e-5, "rdp")
+        b = m.epsilon(sig, m_steps, q, 1e-5, "dp_accounting_rdp")
+        assert abs(a - b) < 1e-8, (a, b)
+    sg = m.allocate_sigmas(m.geometric_thresholds(1.0, 0.7, 10).numpy(), 100, 0.1, 2.0, 1e-5)
+    a, b = m.epsilon(sg, 100, 0.1, 1e-5, "rdp"), m.epsilon(sg, 100, 0.1, 1e-5, "dp_accounting_rdp")
+    assert abs(a - b) < 1e-8
+    # the tight PLD epsilon is below the RDP bound
+    assert m.epsilon(sg, 100, 0.1, 1e-5, "pld") < a
+
+
+# -- 3: GDP ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("eps", [0.3, 1.0, 4.0, 8.0])
+def test_gdp_round_trip_and_full_batch_allocation(eps):
+    assert abs(m.gdp_eps(m.gdp_mu(eps, 1e-5), 1e-5) - eps) < 1e-9
+    C = m.geometric_thresholds(0.5, 0.95, 200).numpy()
+    for shape in ("sqrt", "uniform"):
+        sg = m.allocate_sigmas(C, 1, 1.0, eps, 1e-5, shape=shape, backend="gdp")
+        mu = m.gdp_mu(eps, 1e-5)
+        assert abs(np.sum(sg ** -2.0) / mu ** 2 - 1) < 1e-9
+    # GDP epsilon is at most the RDP bound (GDP is exact for the Gaussian mechanism)
+    sg = m.allocate_sigmas(C, 1, 1.0, eps, 1e-5, backend="gdp")
+    assert m.epsilon(sg, 1, 1.0, 1e-5, "gdp") <= m.epsilon(sg, 1, 1.0, 1e-5, "rdp") + 1e-9
+
+
+# -- 4: calibration hits the target; epsilon decreasing in the scale -------------------------------
+def test_calibration_hits_target():
+    for eps in (1.0, 4.0):
+        s = m.calibrate_sigma(1000, 0.1, eps, 1e-5)
+        assert abs(m.epsilon(np.array([s]), 1000, 0.1, 1e-5) - eps) < 1e-6
+        thr = m.geometric_thresholds(0.5, 0.5, 10).numpy()
+        sg = m.allocate_sigmas(thr, 100, 0.1, eps, 1e-5)
+        assert abs(m.epsilon(sg, 100, 0.1, 1e-5) - eps) < 1e-6
+        assert np.allclose(sg * thr ** 0.5, sg[0] * thr[0] ** 0.5)           # sigma_k = s C_k^{-1/2}
+    scales = np.geomspace(0.3, 30, 12)
+    eps_s = [m.epsilon(np.array([s]), 100, 0.1, 1e-5) for s in scales]
+    assert all(a >= b for a, b in zip(eps_s, eps_s[1:])) and eps_s[0] > eps_s[-1]
+
+
+# -- 5: clip_rows -------------------------------------------------------------------------------------
+def test_clip_rows():
+    g = torch.Generator().manual_seed(0)
+    G = torch.randn(500, 7, generator=g, dtype=torch.float64) * torch.rand(500, 1, generator=g,
+                                                                               dtype=torch.float64) * 3
+    G[:5] = 0.0
+    out = m.clip_rows(G, 1.0)
+    assert float(out.norm(dim=1).max()) <= 1.0 * (1 + 1e-12)
+    keep = G.norm(dim=1) <= 1.0
+    assert torch.equal(out[keep], G[keep])
+    assert torch.equal(out[:5], torch.zeros(5, 7, dtype=torch.float64)) and bool(torch.isfinite(out).all())
+    # per-run thresholds broadcast over (R, n, d)
+    out3 = m.clip_rows(G.reshape(2, 250, 7), torch.tensor([[0.5], [2.0]], dtype=torch.float64))
+    assert float(out3[0].norm(dim=-1).max()) <= 0.5 * (1 + 1e-12)
+    assert float(out3[1].norm(dim=-1).max()) <= 2.0 * (1 + 1e-12)
+
+
+# -- 6: sensitivity of one step --------------------------------------------------------------------
+def test_sensitivity_equals_clipped_innovation():
+    g = torch.Generator().manual_seed(3)
+    n, d = 40, 6
+    worst = 0.0
+    for _ in range(100):
+        G = torch.randn(1, n, d, generator=g, dtype=torch.float64) * 5
+        h = torch.randn(1, n, d, generator=g, dtype=torch.float64) * 5        # arbitrary anchors
+        H = torch.randn(1, d, generator=g, dtype=torch.float64)
+        C = torch.rand(1, generator=g, dtype=torch.float64) + 0.1
+        mask = (torch.rand(1, n, generator=g) < 0.5).to(torch.float64)
+        i = int(torch.randint(n, (1,), generator=g))
+        mask[0, i] = 1.0
+        zeta = torch.randn(1, d, generator=g, dtype=torch.float64)
+        _, _, _, S_with, Delta = m.dp_c4_step(G, h, H, mask, C, zeta, 0.5)
+        keep = torch.arange(n) != i
+        _, _, _, S_without, _ = m.dp_c4_step(G[:, keep], h[:, keep], H, mask[:, keep], C, zeta, 0.5)
+        diff = S_with - S_without
+        assert float((diff - Delta[0, i]).abs().max()) < 1e-12
+        assert float(diff.norm()) <= float(C) * (1 + 1e-12)
+        worst = max(worst, float(diff.norm() / C))
+    assert worst > 0.99   # the bound is attained (large innovations are clipped to exactly C)
+
+
+# -- 7: the 1-D toy ----------------------------------------------------------------------------------
+def test_toy_fixed_points():
+    p = m.toy_problem()
+    xs = p.solve_exact()
+    assert abs(float(xs[0]) - 1.0) < 1e-12
+    gd = m.dp_sgd(p, 300, 0.5, torch.tensor([1.0, 0.5, 2.0, 3.0]), 0.0, x_star=xs)
+    assert torch.allclose(gd.x[:, 0], torch.tensor([1 / 3, 0.5 / 3, 2 / 3, 1.0], dtype=torch.float64), atol=1e-8)
+    sch = m.StagedSchedule(torch.tensor([[1.0], [0.1]]), torch.zeros(2, 1), 2000)
+    c4 = m.dp_c4(p, sch, 0.5, noise=False, x_star=xs)
+    assert float((c4.x[:, 0] - 1.0).abs().max()) < 1e-8
+
+
+# -- 8: optimal vs uniform allocation ---------------------------------------------------------------
+def test_allocation_ratio_is_cauchy_schwarz():
+    C = m.geometric_thresholds(1.0, 0.97, 150).numpy()
+    opt = m.allocate_sigmas(C, 1, 1.0, 2.0, 1e-5, "sqrt", "gdp")
+    uni = m.allocate_sigmas(C, 1, 1.0, 2.0, 1e-5, "uniform", "gdp")
+    ratio = np.sum(opt ** 2 * C ** 2) / np.sum(uni ** 2 * C ** 2)
+    assert abs(ratio - C.sum() ** 2 / (len(C) * np.sum(C ** 2))) < 1e-12
+    assert ratio < 1
+
+
+# -- 9-10 (smoke-safe): noiseless DP-C4 reaches x*, clipped GD stalls -------------------------------
+def test_noiseless_dp_c4_removes_bias(small):
+    train, _, xs = small
+    race = m.noiseless_race(train, xs, (0.1, 1.0, 10.0), 2000, 0.5, log_every=100)
+    assert float(race["DP-C4"].dist[:, -1].max()) < 1e-8
+    assert float(race["DP-C4"].clip_frac[:, -1].max()) == 0.0
+    fp = m.clipped_fixed_points(train, xs, (0.5, 1.0, 2.0), T=1500)
+    assert (fp["dist"] >= 0.01).all() and fp["dist"].is_monotonic_decreasing
+    assert (fp["residual"] < 1e-8).all()                                     # it is a fixed point
+
+
+def test_private_runs_are_seeded_and_finite(small):
+    train, test, xs = small
+    sg = m.allocate_sigmas(m.geometric_thresholds(0.5, 0.5, 4).numpy(), 10, 0.1, 1.0, 1e-5)
+    sch = m.StagedSchedule(m.geometric_thresholds(0.5, 0.5, 4), torch.tensor(sg), 10)
+    a = m.dp_c4(train, sch, 0.5, 0.1, torch.Generator().manual_seed(5), x_star=xs)
+    b = m.dp_c4(train, sch, 0.5, 0.1, torch.Generator().manual_seed(5), x_star=xs)
+    assert torch.equal(a.x, b.x) and bool(torch.isfinite(a.dist).all())
+    # the logged noise std is sigma_k * C_k (multiplier times the current threshold)
+    assert np.allclose(a.noise_std[0, ::1].numpy()[[0, -1]], [sg[0] * 0.5, sg[-1] * 0.5 * 0.5 ** 3])
+    tab, _ = m.equal_privacy(train, xs, [1.0], 1e-5, 0.1, 20, 2, 0.5, [1.0], [0.5], [0.5], 2, log_every=5,
+                             test=test)
+    assert set(tab["method"]) == {"DP-SGD", "DP-C4"} and np.isfinite(tab["dist"]).all()
+
+
+# -- Sec. 9: bad inputs ------------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs", [dict(eps=0.0), dict(eps=-1.0), dict(delta=0.0), dict(delta=1.0),
+                                    dict(q=0.0), dict(q=1.5), dict(eps=float("nan"))])
+def test_bad_privacy_parameters(kwargs):
+    args = dict(T=100, q=0.1, eps=1.0, delta=1e-5) | kwargs
+    with pytest.raises(ValueError):
+        m.calibrate_sigma(**args)
+
+
+def test_bad_accounting_inputs():
+    with pytest.raises(ValueError, match="backend='gdp'"):
+        m.epsilon([1.0], 10, 0.1, 1e-5, backend="gdp")
+    with pytest.raises(ValueError, match="backend"):
+        m.epsilon([1.0], 10, 0.1, 1e-5, backend="prv")
+    with pytest.raises(ValueError, match="orders"):
+        m.rdp_subsampled_gaussian(0.1, 1.0, orders=[1.5, 3])
+    with pytest.raises(ValueError, match="orders"):
+        m.rdp_subsampled_gaussian(0.1, 1.0, orders=[1, 3])
+    with pytest.raises(ValueError, match="sigma"):
+        m.rdp_subsampled_gaussian(0.1, 0.0)
+    with pytest.raises(ValueError, match="shape"):
+        m.allocate_sigmas([1.0, 0.5], 10, 0.1, 1.0, 1e-5, shape="linear")
+    with pytest.raises(ValueError, match="thresholds"):
+        m.allocate_sigmas([1.0, -0.5], 10, 0.1, 1.0, 1e-5)
+    with pytest.raises(ValueError, match="steps_per_stage"):
+        m.epsilon([1.0], 0, 0.1, 1e-5)
+    with pytest.raises(ValueError, match="unreachable"):
+        m.calibrate_sigma(100000, 1.0, 1e-4, 1e-5)
+    with pytest.raises(ValueError, match="T"):
+        m.calibrate_sigma(0, 0.1, 1.0, 1e-5)
+
+
+def test_bad_schedules_and_runs(small):
+    train, _, xs = small
+    with pytest.raises(ValueError, match="C0"):
+        m.geometric_thresholds(0.0, 0.5, 3)
+    with pytest.raises(ValueError, match="C0"):
+        m.geometric_thresholds(float("inf"), 0.5, 3)
+    for rho in (0.0, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="rho"):
+            m.geometric_thresholds(1.0, rho, 3)
+    with pytest.raises(ValueError, match="K"):
+        m.geometric_thresholds(1.0, 0.5, 0)
+    with pytest.raises(ValueError, match="same shape"):
+        m.StagedSchedule(torch.ones(3), torch.ones(2), 5)
+    with pytest.raises(ValueError, match="thresholds"):
+        m.StagedSchedule(torch.tensor([1.0, float("nan")]), torch.ones(2), 5)
+    with pytest.raises(ValueError, match="sigmas"):
+        m.StagedSchedule(torch.ones(2), -torch.ones(2), 5)
+    with pytest.raises(ValueError, match="steps_per_stage"):
+        m.StagedSchedule(torch.ones(2), torch.ones(2), 0)
+    sch0 = m.StagedSchedule(torch.ones(2), torch.zeros(2), 5)
+    with pytest.raises(ValueError, match="sigmas must be > 0"):
+        m.dp_c4(train, sch0, 0.5, 1.0, torch.Generator(), noise=True)
+    sch = m.StagedSchedule(torch.ones(2), torch.ones(2), 5)
+    with pytest.raises(ValueError, match="lr"):
+        m.dp_c4(train, sch, 0.0, 1.0, torch.Generator())
+    with pytest.raises(ValueError, match="q"):
+        m.dp_c4(train, sch, 0.5, 0.0, torch.Generator())
+    with pytest.raises(ValueError, match="x0"):
+        m.dp_c4(train, sch, 0.5, 1.0, torch.Generator(), x0=torch.zeros(3))
+    with pytest.raises(ValueError, match="anchor table"):
+        m.dp_c4(train, sch, 0.5, 1.0, torch.Generator(), max_anchor_bytes=1000)
+    with pytest.raises(ValueError, match="C"):
+        m.dp_sgd(train, 5, 0.5, 0.0, 1.0, 1.0, torch.Generator())
+    with pytest.raises(ValueError, match="sigma"):
+        m.dp_sgd(train, 5, 0.5, 1.0, -1.0, 1.0, torch.Generator())
+    with pytest.raises(ValueError, match="T"):
+        m.dp_sgd(train, 0, 0.5, 1.0, 1.0, 1.0, torch.Generator())
+    with pytest.raises(ValueError, match="K must divide T"):
+        m.equal_privacy(train, xs, [1.0], 1e-5, 0.1, 10, 3, 0.5, [1.0], [1.0], [0.5], 1)
+
+
+def test_bad_problems():
+    X = torch.randn(10, 3, dtype=torch.float64)
+    y = torch.ones(10, dtype=torch.float64)
+    with pytest.raises(ValueError, match="2-D"):
+        m.FiniteSumProblem(X[0], y, 0.1)
+    with pytest.raises(ValueError, match="length"):
+        m.FiniteSumProblem(X, y[:5], 0.1)
+    with pytest.raises(ValueError, match="labels"):
+        m.FiniteSumProblem(X, 0.5 * y, 0.1)
+    Xn = X.clone()
+    Xn[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        m.FiniteSumProblem(Xn, y, 0.1)
+    with pytest.raises(ValueError, match="kind"):
+        m.FiniteSumProblem(X, y, 0.1, kind="hinge")
+    with pytest.raises(ValueError, match="lam"):
+        m.FiniteSumProblem(X, y, -0.1)
+    with pytest.raises(ValueError, match="n"):
+        m.heavy_tailed_logistic(n=0)
+
+
+def test_breast_cancer_loads_offline():
+    train, test = m.breast_cancer_logistic()
+    assert train.n + test.n == 569 and train.dim == 31
+    xs = train.solve_exact()
+    assert float(test.accuracy(xs)) > 0.9
+
+
+def test_presets_dry_run():
+    for name, p in m.PRESETS.items():
+        d = p.dry_run()
+        assert isinstance(d, m.DPC4Preset) and d.n == p.n and d.d == p.d and d.T <= p.T and d.seeds <= p.seeds
+        assert d.T % d.K == 0 and p.T % p.K == 0, name
+
+
+@pytest.mark.cuda
+def test_cuda_matches_cpu():
+    """DP-C4 (noiseless, full batch) and clipped GD on cuda equal the CPU runs."""
+    tr_cpu, _ = m.heavy_tailed_logistic(500, 8, seed=2)
+    tr_gpu, _ = m.heavy_tailed_logistic(500, 8, seed=2, device="cuda")
+    xs = tr_cpu.solve_exact()
+    sch = m.StagedSchedule(torch.tensor([[0.1], [1.0]]), torch.zeros(2, 1), 300)
+    a = m.dp_c4(tr_cpu, sch, 0.5, noise=False, x_star=xs, log_every=50)
+    b = m.dp_c4(tr_gpu, sch, 0.5, noise=False, x_star=xs.cuda(), log_every=50)
+    assert b.x.device.type == "cuda"
+    assert float((a.x - b.x.cpu()).abs().max()) < 1e-10
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    sig = m.StagedSchedule(torch.tensor([[0.5, 0.25]]), torch.tensor([[3.0, 4.0]]), 20)
+    c = m.dp_c4(tr_gpu, sig, 0.5, 0.1, gen, x_star=xs.cuda())
+    assert bool(torch.isfinite(c.dist).all())
