@@ -1,6 +1,10 @@
 # Two commands do all the set-up on a fresh machine with Python 3.11 and pip:
 #   make book   execute every notebook at book scale and render _build/html
-#   make test   lint, unit tests, every notebook at smoke scale, output checks, strict smoke build
+#   make test   lint, unit tests, every notebook at smoke scale, output checks, gpu dry run, strict smoke build
+# and, on a machine with one CUDA GPU:
+#   make gpu        the CUDA tests, then every notebook at the gpu scale (refuses to start without CUDA)
+#   make gpu-check  the CUDA tests and each chapter's headline kernel at gpu sizes (minutes)
+#   make gpu-dry    every notebook at SCALE=gpu on the CPU, loop counts cut (ICML26_DRY=1), no claim asserted
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -9,7 +13,7 @@ JOBS   ?= 2
 # The CPU build of torch lies on local disk on the CI machines; a bare "torch" pulls a CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: install test unit notebooks nbval book book-smoke gpu lint clean
+.PHONY: install test unit notebooks nbval book book-smoke gpu gpu-check gpu-dry gpu-guard lint clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,15 +43,28 @@ test: install
 	$(MAKE) lint
 	$(MAKE) notebooks
 	$(MAKE) nbval
+	$(MAKE) gpu-dry
 	$(MAKE) book-smoke
 	$(MAKE) unit
 
 book: install
 	$(BIN)/python -m icml26.book all --scale book --jobs $(JOBS)
 
-gpu: install
-	$(BIN)/python -m pytest -q -m cuda tests
+# Executed into _build/executed/gpu-dry, never into the gpu scale's own cache.
+gpu-dry: install
+	$(BIN)/python -m icml26.book run --scale gpu --dry --jobs $(JOBS)
+
+# Refuses to go on without a CUDA build of torch that sees a device (and says how to install one).
+gpu-guard: install
+	$(BIN)/python -m icml26.book.gpu guard
+
+gpu: gpu-guard
+	ICML26_REQUIRE_CUDA=1 $(BIN)/python -m pytest -q -m cuda tests
 	$(BIN)/python -m icml26.book all --scale gpu --jobs 1
+
+gpu-check: gpu-guard
+	ICML26_REQUIRE_CUDA=1 $(BIN)/python -m pytest -q -m cuda tests
+	$(BIN)/python -m icml26.book.gpu check
 
 clean:
 	rm -rf _build

@@ -172,7 +172,7 @@ def test_ledger_page_lists_claims(tmp_path):
         ' "measured": 0.123456, "bar": ">= 0.1", "status": "holds", "scale": "book", "chapter": "demo",'
         ' "notebook": "nb", "note": "", "volatile": false}]}')
     page = ledger_markdown(tmp_path, "book")
-    assert "| demo | 1 | 1 |" in page and "x \\| y" in page and "0.1235" in page
+    assert "demo" in page and "x | y" in page and "0.123" in page and "1 claim: 1 holds" in page
     assert "No notebook" in ledger_markdown(tmp_path, "gpu")
 
 

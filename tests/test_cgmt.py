@@ -296,3 +296,152 @@ def test_non_convergence_warns_not_raises(model_a):
         warnings.simplefilter("always")
         st = m.solve_fixed_point(2.0, model_a, "logistic", m.ridge(0.1), max_iter=3)
     assert not st.converged and any(issubclass(w.category, RuntimeWarning) for w in rec)
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 12: claims the first version got wrong, each pinned by a test
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("loss", ["logistic", "square", "hinge"])
+def test_skewed_factor_orthogonal_gives_zero_overlap(loss):
+    # point 1: A_2 = 0 exactly for any loss when v is orthogonal to m (E[g s] = E[g] E[s] = 0)
+    mb = m.skewed_factor_model(100, generator=torch.Generator().manual_seed(3), angle=math.pi / 2)
+    st = m.solve_fixed_point(2.0, mb, loss, m.ridge(0.1))
+    assert st.converged and abs(float(st.A[1])) < 1e-10 and abs(float(st.A[0])) > 0.1
+    tilted = m.skewed_factor_model(100, generator=torch.Generator().manual_seed(3), angle=math.pi / 3)
+    assert abs(float(m.solve_fixed_point(2.0, tilted, loss, m.ridge(0.1)).A[1])) > 1e-3
+
+
+def test_square_kappa_closed_form_validates_inputs():
+    # point 8: returned -2.0 at (0.5, 0), ZeroDivisionError at (1, 0), math domain error for lam < 0
+    with pytest.raises(ValueError, match="lam must be > 0 when alpha <= 1"):
+        m.square_kappa_closed_form(0.5, 0.0)
+    with pytest.raises(ValueError, match="lam must be > 0 when alpha <= 1"):
+        m.square_kappa_closed_form(1.0, 0.0)
+    with pytest.raises(ValueError, match="lam"):
+        m.square_kappa_closed_form(2.0, -0.1)
+    with pytest.raises(ValueError, match="alpha"):
+        m.square_kappa_closed_form(0.0, 0.1)
+    with pytest.raises(TypeError, match="alpha"):
+        m.square_kappa_closed_form("2", 0.1)
+    assert m.square_kappa_closed_form(2.0, 0.0) == 1.0
+
+
+def test_sur_candes_logistic_mle_reproduced():
+    # point 7: alpha* = 1.499, sigma* = 4.74, lambda* = 3.03 at kappa = 0.2, gamma = sqrt 5
+    sc = m.published.PUBLISHED_SUR_CANDES
+    out = m.published.logistic_mle_asymptotics(sc["kappa"], sc["gamma"])
+    assert out["state"].converged
+    assert abs(out["alpha_star"] - 1.499) <= 5e-4
+    assert abs(out["sigma_star"] - 4.74) <= 5e-3
+    assert abs(out["lambda_star"] - 3.03) <= 5e-3
+
+
+def test_logistic_scale_mixture_is_the_logistic_link():
+    from scipy.stats import norm
+
+    W = m.published.logistic_scale_mixture(4000)
+    t = np.linspace(-8, 8, 81)
+    assert np.abs(norm.cdf(t[:, None] / W[None, :]).mean(1) - 1 / (1 + np.exp(-t))).max() < 1e-5
+
+
+def test_mle_existence_threshold():
+    # point 7: Candes-Sur h(gamma) from the book's latent law equals the direct formula; h(0) = 1/2
+    law = m.published.logistic_model_law(math.sqrt(5.0))
+    assert abs(m.published.separability_threshold(law) - m.published.candes_sur_threshold(math.sqrt(5.0))) < 1e-5
+    null = m.LatentLaw([0.5, 0.5], [1.0, -1.0], [[0.0], [0.0]])
+    assert abs(m.published.separability_threshold(null) - 0.5) < 1e-9
+    assert abs(m.published.candes_sur_threshold(0.0) - 0.5) < 1e-9
+
+
+@pytest.mark.parametrize("alpha,lam", [(0.5, 0.1), (2.0, 0.1), (2.0, 1.0), (4.0, 0.01)])
+def test_ridge_pure_noise_matches_hastie(alpha, lam):
+    e = torch.zeros(10, 1, dtype=DTYPE)
+    e[0, 0] = 1.0
+    noise = m.LFMM(e, m.LatentLaw([0.5, 0.5], [1.0, -1.0], [[0.0], [0.0]]))
+    st = m.solve_fixed_point(alpha, noise, "square", m.ridge(lam), tol=1e-13)
+    assert abs(st.c - m.published.ridge_noise_variance(alpha, lam)) < 1e-10
+    assert abs(st.kappa - m.square_kappa_closed_form(alpha, lam)) < 1e-10
+
+
+@pytest.mark.parametrize("alpha", [2.0, 4.0])
+def test_least_squares_risk_matches_closed_form(model_a, alpha):
+    st = m.solve_fixed_point(alpha, model_a, "square", m.ridge(0.0), tol=1e-13)
+    s2 = m.published.best_linear_residual_variance(model_a)
+    assert abs(m.published.square_risk_from_state(st, model_a) - m.published.least_squares_risk(alpha, s2)) < 1e-10
+
+
+def test_second_law_moves_the_estimator_and_reverses_the_gap():
+    # point 5: u in {0.5, 3} w.p. {0.9, 0.1}: Gaussian equivalent lowers the logistic overlap by >= 20 %
+    law_d = m.signal_strength_model(100, u_values=(0.5, 3.0), u_probs=(0.9, 0.1),
+                                    generator=torch.Generator().manual_seed(0))
+    two = m.solve_fixed_point(2.0, law_d, "logistic", m.ridge(0.1))
+    ge, err_ge = m.gaussian_equivalent_prediction(2.0, law_d, "logistic", m.ridge(0.1))
+    assert 1 - float(ge.A[0] / two.A[0]) >= 0.2
+    assert m.test_error(two, law_d.law) < err_ge - 0.02
+
+
+def test_loglog_slope_recovers_a_known_rate():
+    # point 3: the finite-size slope estimator with its bootstrap interval
+    g = torch.Generator().manual_seed(0)
+    per_seed = {p: torch.randn(12, generator=g, dtype=DTYPE) * p**-0.5 for p in (100, 200, 400, 800, 1600)}
+    fit = m.loglog_slope(per_seed, "sd", n_boot=500)
+    assert fit["lo"] <= -0.5 <= fit["hi"] and fit["hi"] < 0
+    with pytest.raises(ValueError, match="stat"):
+        m.loglog_slope(per_seed, "median")
+    with pytest.raises(ValueError, match="at least 3"):
+        m.loglog_slope({100: per_seed[100], 200: per_seed[200]})
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 28: presets and the device
+# ---------------------------------------------------------------------------------------------
+def test_presets_dry_run_and_seeds():
+    for pre in m.PRESETS.values():
+        dry = pre.dry_run()
+        assert dry.p == pre.p and dry.n_test == pre.n_test and dry.n_quad == pre.n_quad
+        assert dry.seeds <= pre.seeds and len(dry.alphas) <= len(pre.alphas) and len(dry.p_grid) >= 3
+    book = m.PRESETS["book"]
+    assert book.seeds >= 10 and book.p_grid_seeds >= 10 and len(book.p_grid) >= 5   # point 3
+    assert 0.5 in book.alphas                                                         # point 4
+
+
+def test_sample_draws_on_the_requested_device_reproducibly():
+    model = m.signal_strength_model(20, generator=torch.Generator().manual_seed(0))
+    X1, y1 = model.sample(30, torch.Generator().manual_seed(1), batch=2, device="cpu")
+    X2, y2 = model.sample(30, torch.Generator().manual_seed(1), batch=2)
+    assert torch.equal(X1, X2) and torch.equal(y1, y2) and X1.shape == (2, 30, 20)
+
+
+@pytest.mark.cuda
+def test_cuda_matches_cpu():
+    """The core method on cuda: bulk drawn on the device, batched Newton ERM equal to the CPU fit."""
+    model = m.signal_strength_model(200, generator=torch.Generator().manual_seed(0))
+    X, y = model.sample(400, torch.Generator().manual_seed(1), batch=3, device="cuda")
+    assert X.device.type == "cuda" and y.device.type == "cuda"
+    for loss in ("logistic", "square"):
+        th_gpu = m.fit_erm(X, y, loss, m.ridge(0.1))
+        th_cpu = m.fit_erm(X.cpu(), y.cpu(), loss, m.ridge(0.1))
+        assert float((th_gpu.cpu() - th_cpu).abs().max()) < 1e-8
+        k_gpu = m.hessian_trace_inv(X, y, th_gpu, loss, m.ridge(0.1)).cpu()
+        k_cpu = m.hessian_trace_inv(X.cpu(), y.cpu(), th_cpu, loss, m.ridge(0.1))
+        assert float((k_gpu - k_cpu).abs().max()) < 1e-10
+    sim = m.simulate(model, 2.0, "logistic", m.ridge(0.1), 4, 5000, torch.Generator().manual_seed(2), device="cuda")
+    assert sim["thetas"].shape == (4, 200) and 0 < float(sim["test_error"].mean()) < 0.5
+
+
+def test_figures_fit_the_column_with_legends_outside_the_axes():
+    # issue 11: cgmt/01's legend sat over the data and figures were wider than the 768-px column
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+    from icml26.cgmt import plots
+
+    rows = [{"loss": loss, "alpha": a, "data": d, "err": 0.2, "sim_err": 0.21, "A": 1.0, "sim_A": 1.01,
+             "norm2": 2.0, "sim_norm2": 2.02} for loss in ("logistic", "square") for a in (1.0, 2.0)
+            for d in ("two-point", "gaussian-eq")]
+    df = pd.DataFrame(rows)
+    for fig in (plots.error_vs_alpha(df), plots.theory_vs_sim_scatter(df)):
+        assert fig.get_size_inches()[0] <= 7.0
+        assert fig.legends and all(ax.get_legend() is None for ax in fig.axes)
+        matplotlib.pyplot.close(fig)

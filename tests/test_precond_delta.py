@@ -414,3 +414,116 @@ def test_bad_exact_and_data_inputs_raise():
         pd.regression_stream(0, 4, 2)
     with pytest.raises(ValueError, match="method"):
         pd.single_pass_recall(k[:, :, 0], v[:, :, 0], "mamba")
+
+
+# ---------------------------------------------------------------------------------------------
+# issues 12, 27, 28: fallback without gates, controls, P4 beyond eigenvalues, presets, stacked training
+# ---------------------------------------------------------------------------------------------
+
+
+def test_no_gates_fallback_is_undecayed_sum_and_m_drifts_to_one_over_x():
+    g = torch.Generator().manual_seed(3)
+    B, T, H, K, V, x = 1, 3000, 1, 4, 2, 1.5
+    q, k, v = (torch.randn(B, T, H, d, generator=g, dtype=F64) for d in (K, K, V))
+    beta = torch.full((B, T, H), 0.5, dtype=F64)
+    _, _, a_T = pd.precond_delta_rule(q, k, v, beta, x=x, mode="chunk", output_final_state=True)
+    torch.testing.assert_close(a_T, pd.l2_normalize(k).square().sum(1), rtol=1e-12, atol=1e-12)  # Σ k²
+    m = pd.squash_preconditioner(a_T, -0.2, x)
+    m_early = pd.squash_preconditioner(pd.l2_normalize(k)[:, :10].square().sum(1), -0.2, x)
+    assert bool((m < m_early).all()) and bool((m < 0.75).all()) and bool((m > 1 / x).all())
+
+
+def test_nonnormal_write_counterexample():
+    r = pd.nonnormal_writes(x=1.5, beta=1.0, steps=60)
+    assert r["max_abs_eig"] <= 1 + 1e-9  # eigenvalues inside [-1, 1] ...
+    assert r["max_weighted_norm"] <= 1 + 1e-9  # ... and non-expansive in the D^{-1/2} norm for fixed m ...
+    assert r["max_norm"] > 1.05  # ... but the Euclidean spectral norm of one write exceeds 1
+    assert r["growth"] > 10.0  # and switching m lets an adversary grow the state
+    assert pd.nonnormal_writes(x=1.5, beta=1.9, steps=5)["max_weighted_norm"] > 1.5  # beta*x > 2: not even that
+
+
+def test_mesa_readout_undecayed_lambda_only_equal_without_decay():
+    q, k, v, beta, g = _exact_inputs()
+    o, _ = pd.rls_delta_rule(q, k, v, beta)
+    torch.testing.assert_close(pd.mesa_readout(q, k, v, beta, decay_ridge=False), o, rtol=0, atol=1e-10)
+    o_g, _ = pd.rls_delta_rule(q, k, v, beta, g)
+    rel = (pd.mesa_readout(q, k, v, beta, g, decay_ridge=False) - o_g).norm() / o_g.norm()
+    assert rel > 1e-3
+    torch.testing.assert_close(pd.mesa_readout(q, k, v, beta, g), o_g, rtol=0, atol=1e-10)
+    with pytest.raises(TypeError, match="decay_ridge"):
+        pd.mesa_readout(q, k, v, beta, g, decay_ridge=1)
+
+
+def test_online_regression_controls():
+    r = pd.online_regression(300, 1, 8, 4, 1.0, seed=0)  # isotropic keys
+    e = {m: v[:, -1].mean().item() for m, v in r["err"].items()}
+    assert {"DeltaNet beta=1", "PDN x=1.5, m mean 1", "Jacobi (bias-corrected)"} <= set(e)
+    assert e["PDN x=1.5"] < e["DeltaNet"]  # the step-size effect: no anisotropy to correct
+    assert r["m_mean"][:20].mean() > 1.1
+    m = pd.ema_preconditioner(pd.l2_normalize(torch.ones(1, 5, 1, 4, dtype=F64), eps=0.0), 0.9, None, 0.0, bias_correct=True)
+    torch.testing.assert_close(m, torch.full_like(m, 1 / (4 * (0.25 + 1e-3))))  # corrected average = k² exactly
+
+
+def test_presets_validate_mqar_sizes_and_dry_run():
+    from dataclasses import replace
+
+    for scale in ("smoke", "book", "gpu"):
+        p = pd.PRESETS[scale]
+        for n in (p.mqar_n_pairs,):
+            assert n < p.mqar_vocab // 2
+        for n in p.mqar_extra_n_pairs:
+            assert n < p.mqar_extra_vocab // 2
+        d = p.dry_run()
+        assert d.mqar_steps <= 3 and len(d.mqar_seeds) == 1 and d.time_repeat == 1
+        for f in ("reg_T", "reg_dk", "time_Ts", "mqar_batch", "mqar_vocab", "mqar_extra_vocab", "mqar_extra_n_pairs",
+                  "mqar_head_dim", "recall_ns", "mqar_variants"):
+            assert getattr(d, f) == getattr(p, f)
+    with pytest.raises(ValueError, match="mqar_extra_n_pairs=64"):
+        replace(pd.PRESETS["gpu"], mqar_extra_vocab=128)  # the old gpu preset: n=64 with 128 tokens
+    with pytest.raises(ValueError, match="n_pairs"):
+        pd.mqar_benchmark(["GDN"], 1, 64, vocab_size=128)  # validated before any training
+
+
+def test_gpu_dry_preset_mqar_shapes(one_thread):
+    p = pd.PRESETS["gpu"].dry_run()
+    n = max(p.mqar_extra_n_pairs)
+    out = pd.mqar_benchmark(["PGDN"], 1, n, seeds=p.mqar_seeds, batch_size=4, vocab_size=p.mqar_extra_vocab,
+                            head_dim=p.mqar_extra_head_dim, lr=p.mqar_lr)
+    assert out["results"]["acc"].between(0, 1).all()
+
+
+def test_stacked_training_equals_one_run_per_seed(one_thread):
+    kw = dict(vocab_size=32, d_model=16, n_heads=2, head_dim=8, chunk_size=4)
+    seeds = (0, 1)
+    ref = []
+    for s in seeds:
+        m = pd.build_model("PGDN", seed=s, **kw).double()
+        ref.append((m, pd.train_mqar(m, 6, 4, 3, 32, 1e-2, seed=s, log_every=3)))
+    ms = [pd.build_model("PGDN", seed=s, **kw).double() for s in seeds]
+    hs = pd.train_mqar_stacked(ms, 6, 4, 3, 32, 1e-2, seeds=seeds, log_every=3)
+    for (m_ref, h_ref), m, h in zip(ref, ms, hs):
+        assert h["step"] == h_ref["step"] == [3, 6]
+        assert max(abs(a - b) for a, b in zip(h["loss"], h_ref["loss"])) < 1e-10
+        for p_ref, p in zip(m_ref.parameters(), m.parameters()):
+            torch.testing.assert_close(p, p_ref, rtol=1e-7, atol=1e-9)
+    with pytest.raises(ValueError, match="seeds"):
+        pd.train_mqar_stacked(ms, 2, 4, 3, 32, seeds=(0,))
+    with pytest.raises(ValueError, match="models"):
+        pd.train_mqar_stacked([], 2)
+
+
+@pytest.mark.cuda
+def test_cuda_matches_cpu_recurrent_and_chunk():
+    inp = random_inputs(2, 70, 2, 16, 8, "scalar", dtype=F64, seed=5)
+    names = ("q", "k", "v", "beta", "g", "g_atk", "beta_atk")
+    outs = {}
+    for dev in ("cpu", "cuda"):
+        t = {n: inp[n].to(dev) for n in names}
+        for mode in ("recurrent", "chunk"):
+            o, S, a = pd.precond_delta_rule(*(t[n] for n in names), center=inp["center"].to(dev), mode=mode,
+                                            chunk_size=16, output_final_state=True)
+            outs[(dev, mode)] = (o.cpu(), S.cpu(), a.cpu())
+    for mode in ("recurrent", "chunk"):
+        for a, b in zip(outs[("cpu", mode)], outs[("cuda", mode)]):
+            torch.testing.assert_close(b, a, rtol=0, atol=1e-10)
+    torch.testing.assert_close(outs[("cuda", "chunk")][0], outs[("cpu", "recurrent")][0], rtol=0, atol=1e-10)

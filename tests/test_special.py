@@ -49,10 +49,26 @@ def test_round_anchor_is_server_learning_rate():
 
 
 def test_full_run_identities(domains, tiny):
-    out = equivalence_checks(domains, tiny, lam=1.0)
-    assert out["slr_max_diff"] <= 1e-6  # SPECIAL(lam, round) == FedAvg-slr(1/(1+lam))
+    """Issue 27 point 6 / issue 28 blocker 6: the server-lr identity in float64, over several seeds."""
+    out = equivalence_checks(domains, tiny, lam=1.0, seeds=[0, 1, 2, 5])
+    assert len(out["slr_diff_per_seed"]) == 4
+    assert out["slr_max_diff"] <= 1e-12  # SPECIAL(lam, round) == FedAvg-slr(1/(1+lam)), float64
+    assert out["slr_max_diff_f32"] <= 1e-4  # float32: rounding only, amplified by training
     assert out["special_vs_fedavg_max_diff"] > 1e-3  # ... and not plain FedAvg
     assert out["lam0_bitwise"] and out["fedprox0_bitwise"] and out["special_c0_bitwise"]
+
+
+def test_seed_batched_runs_equal_single_runs(domains, tiny):
+    from icml26.special.method import run_fdil_seeds
+
+    for method in ("special", "replay"):
+        cfg = base_config(tiny, "cpu", method=method, anchor="task", lam=0.1, replay_per_class=2)
+        batch = run_fdil_seeds(domains, cfg, [0, 3], progress=False)
+        for s, r in zip([0, 3], batch):
+            single = m.run_fdil(domains, cfg.replace(seed=s), progress=False)
+            assert np.array_equal(single.acc_matrix, r.acc_matrix)
+            assert torch.allclose(single.final_params, r.final_params, atol=1e-6)
+            assert r.config.seed == s
 
 
 def test_batched_trainer_equals_per_client_loop():
@@ -180,11 +196,87 @@ def test_convergence_experiment_shape():
     df = m.convergence_experiment([10, 40], [2, 8], [1], seeds=2, progress=False)
     assert len(df) == 4 and np.all(df["G"] > 0)
     assert set(m.fit_slopes(df)) == {(2, 1), (8, 1)}
+    for kw, word in (({"start": "middle"}, "start"), ({"burn_in": -1}, "burn_in"), ({"gamma_nc": -1.0}, "gamma_nc")):
+        with pytest.raises(ValueError, match=word):
+            m.convergence_experiment([10], [2], [1], seeds=2, progress=False, **kw)
 
 
 def test_presets():
     assert set(PRESETS) == {"smoke", "book", "gpu"}
     assert preset("book").n_clients == 20 and preset("smoke").seeds == 1
+    assert preset("book").seeds >= 10  # spreads over seeds need >= 10 (house style)
+
+
+@pytest.mark.parametrize("scale", ["smoke", "book", "gpu"])
+def test_preset_dry_run_cuts_loops_keeps_sizes(scale):
+    p = PRESETS[scale]
+    d = p.dry_run()
+    for keep in ("n_clients", "clients_per_round", "hidden", "batch_size", "angles", "n_mixed", "alpha"):
+        assert getattr(d, keep) == getattr(p, keep), keep
+    assert d.rounds_per_task <= p.rounds_per_task and d.seeds <= p.seeds and max(d.rate_T) <= max(p.rate_T)
+
+
+@pytest.mark.parametrize("scale", ["smoke", "book", "gpu"])
+def test_partitions_succeed_at_every_preset(scale):
+    """Issue 28 blocker 5: every partition a notebook draws (the preset's alpha, and the alphas of
+    notebook 1's exercise) succeeds at the preset's client count, on every domain of the preset."""
+    p = PRESETS[scale]
+    from icml26.special.experiments import domains_for
+
+    doms = domains_for(p)
+    for alpha in (p.alpha, 0.1, 100.0):
+        for k, dom in enumerate(doms[:3]):
+            parts = m.dirichlet_partition(dom.y_train, p.n_clients, alpha, np.random.default_rng([p.seed, k]))
+            assert len(parts) == p.n_clients and min(len(q) for q in parts) >= 2
+            assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(len(dom.y_train)))
+
+
+def test_partition_top_up_keeps_a_partition():
+    y = np.repeat(np.arange(10), 144)
+    parts = m.dirichlet_partition(y, 100, 0.1, np.random.default_rng(0), max_tries=1)
+    assert min(len(q) for q in parts) >= 2
+    assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(len(y)))
+
+
+def test_rate_toy_is_non_convex_and_lam_enters_only_through_the_step():
+    from icml26.special.theory import toy_curvature
+
+    w = np.linspace(-4, 4, 4001)[:, None] * np.ones(10)
+    assert toy_curvature(w, 1.0).min() >= -1e-12  # the spec's gamma = 1: convex
+    assert math.isclose(toy_curvature(w, 2.0).min(), -0.5, abs_tol=1e-6)  # gamma = 2: not convex
+    kw = dict(seeds=3, gamma_nc=2.0, progress=False)
+    g0 = m.convergence_experiment([20], [4], [1], lam=0.0, **kw)["G"]
+    g1 = m.convergence_experiment([20], [4], [1], lam=1.0, **kw)["G"]
+    assert np.allclose(g0, g1, rtol=1e-12)  # E = 1: eta_l (1 + lam) / (1 + lam) is the same step
+    st = m.convergence_experiment([20], [4], [1], start="stationary", burn_in=10, **kw)
+    assert np.all(st["G"] > 0) and "etaEL" in st
+
+
+def test_bkt_sweep_shapes():
+    from icml26.special.theory import bkt_sweep
+
+    out = bkt_sweep("rounds", (5, 10), seeds=2)
+    assert list(out.index) == [5, 10] and np.all(out["bound"] >= out["increase"] - 1e-10)
+    with pytest.raises(ValueError, match="param"):
+        bkt_sweep("epochs", (1,))
+
+
+@pytest.mark.cuda
+def test_server_round_cpu_vs_cuda():
+    """One full federated round (batched local training + SPECIAL's server step) on CPU and on
+    CUDA, float64, same batch order: the two agree to rounding."""
+    g = torch.Generator().manual_seed(0)
+    N, n_max, H = 5, 40, 64
+    X, y = torch.rand(N, n_max, 64, generator=g, dtype=torch.float64), torch.randint(0, 10, (N, n_max), generator=g)
+    valid = torch.arange(n_max)[None] < torch.tensor([40, 12, 33, 7, 25])[:, None]
+    w = m.init_mlp(H, g).double()
+    out = {}
+    for dev in ("cpu", "cuda"):
+        W = m.local_train_batched(w.expand(N, -1).to(dev), X.to(dev), y.to(dev), valid.to(dev), 2, 0.05, 16, H,
+                                  prox_mu=0.1, prox_center=w.to(dev), generator=torch.Generator().manual_seed(1))
+        out[dev] = m.special_server_step(w.to(dev), W, w.to(dev), 1.0).cpu()
+    assert torch.allclose(out["cpu"], out["cuda"], atol=1e-10, rtol=0)
+    assert not torch.allclose(out["cpu"], w)
 
 
 # ---------------------------------------------------------------- bad inputs (spec section 9)
@@ -195,7 +287,7 @@ def test_presets():
     ({"clients_per_round": 21}, "clients_per_round"), ({"n_clients": 0}, "n_clients"),
     ({"rounds_per_task": 0}, "rounds_per_task"), ({"local_epochs": 0}, "local_epochs"),
     ({"batch_size": 0}, "batch_size"), ({"hidden": 0}, "hidden"), ({"lr": 0.0}, "lr"),
-    ({"lr": -0.1}, "lr"),
+    ({"lr": -0.1}, "lr"), ({"dtype": "float16"}, "dtype"),
 ])
 def test_bad_config(changes, word):
     with pytest.raises(ValueError, match=word):
@@ -204,6 +296,8 @@ def test_bad_config(changes, word):
 
 def test_bad_partition_inputs():
     y = np.repeat(np.arange(10), 3)
+    with pytest.raises(ValueError, match="max_tries"):
+        m.dirichlet_partition(y, 3, 0.5, np.random.default_rng(0), max_tries=0)
     with pytest.raises(ValueError, match="alpha"):
         m.dirichlet_partition(y, 3, 0.0, np.random.default_rng(0))
     with pytest.raises(ValueError, match="min_size"):
@@ -273,3 +367,20 @@ def test_weighted_mean_update_and_special_step():
     step = m.special_server_step(w, W, a, 0.5, p)
     assert torch.allclose(step, (w + manual + 0.5 * a) / 1.5, atol=1e-6)
     assert torch.allclose(m.fedavg_server_step(w, W, 0.5), w + 0.5 * (W - w).mean(0))
+
+
+def test_many_configs_in_one_batch_equal_single_runs(domains, tiny):
+    """Different methods, weights, step sizes and seeds stacked in one run_fdil_many call."""
+    from icml26.special.method import run_fdil_many
+
+    cfgs = [base_config(tiny, "cpu", method="fedavg", seed=1), base_config(tiny, "cpu", method="fedavg", lr=0.05),
+            base_config(tiny, "cpu", method="fedprox", mu=3.0), base_config(tiny, "cpu", method="special", lam=1.0),
+            base_config(tiny, "cpu", method="special", lam=0.1, anchor="task", seed=2),
+            base_config(tiny, "cpu", method="replay", replay_per_class=2), base_config(tiny, "cpu", method="joint")]
+    batch = run_fdil_many(domains, cfgs, progress=False)
+    for c, r in zip(cfgs, batch):
+        single = m.run_fdil(domains, c, progress=False)
+        assert np.array_equal(single.acc_matrix, r.acc_matrix), c.method
+        assert torch.allclose(single.final_params, r.final_params, atol=1e-6), c.method
+    with pytest.raises(ValueError, match="share hidden"):
+        run_fdil_many(domains, [cfgs[0], cfgs[0].replace(hidden=32)], progress=False)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import icml26.swe_rebench as m
@@ -22,7 +25,33 @@ def test_two_state_transitions():
     test = {"a": F, "b": P, "c": P, "d": F, "e": S}
     fix = {"a": P, "b": P, "c": F, "d": F, "e": P, "new": P}
     out = m.classify_transitions(None, test, fix)
-    assert out == {"F2P": ["a", "new"], "P2P": ["b"], "P2F": ["c"], "F2F": ["d"], "OTHER": ["e"]}
+    # "e" was skipped before and passes after: it did not pass before, so it is F2P (eq. 1)
+    assert out == {"F2P": ["a", "e", "new"], "P2P": ["b"], "P2F": ["c"], "F2F": ["d"], "OTHER": []}
+    out = m.classify_transitions(None, {"s": S, "t": S, "u": P}, {"s": S, "t": F, "u": S})
+    assert out["OTHER"] == ["s", "t", "u"] and not out["F2P"]
+
+
+def test_skip_guarded_test_is_f2p_from_real_logs():
+    """Issue 13.5: ``skipUnless(hasattr(mod, "new_fn"))`` is SKIPPED before and PASSED after: F2P."""
+    case = m.experiments.skip_guarded_case()
+    new = "test_skipguard.TestNew.test_new_fn"
+    assert case["before"][new] == S and case["after"][new] == P
+    assert case["classes"]["F2P"] == [new] and case["classes"]["P2P"] == ["test_skipguard.TestNew.test_old"]
+    # with a base state (same statuses as before) the three-state rule agrees with the paper's rule
+    three = m.classify_transitions(case["before"], case["before"], case["after"])
+    assert three == case["classes"]
+
+
+def test_three_state_rule_agrees_when_test_state_reports_every_test():
+    """The proposition of notebook 1: if every test appears in the test state, eq. 3 = eqs. 1-2."""
+    rng = np.random.default_rng(1)
+    names = [f"t{i}" for i in range(30)]
+    for _ in range(50):
+        test = {n: [P, F, S, E][rng.integers(4)] for n in names}
+        fix = {n: s for n in names if (s := [P, F, S, E, None][rng.integers(5)]) is not None}
+        base = {n: [P, F, S, E][rng.integers(4)] for n in names if rng.random() < 0.7}
+        two, three = m.classify_transitions(None, test, fix), m.classify_transitions(base, test, fix)
+        assert two["F2P"] == three["F2P"] and two["P2P"] == three["P2P"]
 
 
 def test_three_state_rescues_compile_failure():
@@ -55,6 +84,89 @@ def test_every_test_in_exactly_one_class():
 
 
 # ------------------------------------------------------------------ 2. parsers
+CORPUS = m.experiments.log_corpus()
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_parser_finds_every_test_of_a_real_log(name):
+    """Issue 13: every parser finds every test its real log names, with the right status, and as
+    many tests as the runner's own summary line says."""
+    case = CORPUS[name]
+    got = m.parsers.get_parser(case["parser"])(case["text"])
+    assert got == case["expected"]
+    chk = m.parsers.cross_check(case["parser"], case["text"], got)
+    assert chk.checked and chk.agrees, chk
+
+
+def test_real_log_corpus_covers_the_issue():
+    frameworks = {c["framework"] for c in CORPUS.values()}
+    assert {"pytest", "unittest", "node --test", "cargo test", "jest", "vitest", "mocha",
+            "maven surefire"} <= frameworks
+    assert {c["parser"] for c in CORPUS.values()} >= {"pytest", "unittest", "tap", "node_spec", "junit_xml",
+                                                     "cargo", "jest", "vitest", "mocha", "surefire"}
+    assert "\x1b(B" in CORPUS["cargo_color"]["text"]                        # libtest's sgr0
+    assert "test_a (" not in CORPUS["unittest_py310"]["text"]
+    assert re.search(r"^test_ok \(test_mod\.TestA\) \.\.\. ok$", CORPUS["unittest_py310"]["text"], re.M)
+    for case in CORPUS.values():
+        assert case["command"] and case["tool_version"] and case["expected"]
+
+
+def test_parse_pytest_ids_with_spaces():
+    log = ("PASSED t.py::test_param[a b]\nPASSED t.py::test_param[with - dash]\n"
+           "FAILED t.py::test_ids[one two] - AssertionError: x - y\n"
+           "t.py::test_v[p q] PASSED                 [ 50%]\nt.py::test_s SKIPPED (no reason)    [100%]\n")
+    assert m.parse_pytest(log) == {"t.py::test_param[a b]": P, "t.py::test_param[with - dash]": P,
+                                   "t.py::test_ids[one two]": F, "t.py::test_v[p q]": P, "t.py::test_s": S}
+
+
+def test_parse_unittest_docstrings_subtests_and_old_format():
+    new = ("test_doc (m.C.test_doc)\nSays what it does. ... ok\n"
+           "test_sub (m.C.test_sub) ... \n  test_sub (m.C.test_sub) (i=1) ... FAIL\n"
+           "test_x (m.C.test_x) ... ok\n")
+    assert m.parse_unittest(new) == {"m.C.test_doc": P, "m.C.test_sub": F, "m.C.test_x": P}
+    old = ("test_a (m.C) ... ok\ntest_b (m.C) ... FAIL\ntest_sub (m.C) ... test_z (m.C) ... ok\n"
+           "\n" + "=" * 70 + "\nFAIL: test_sub (m.C) (i=1)\n" + "-" * 70 + "\nTraceback\n")
+    assert m.parse_unittest(old) == {"m.C.test_a": P, "m.C.test_b": F, "m.C.test_sub": F, "m.C.test_z": P}
+
+
+def test_ansi_escape_including_esc_paren_b():
+    log = "test a::b ... \x1b[32mok\x1b(B\x1b[m\ntest a::c ... \x1b[31mFAILED\x1b(B\x1b[m\n"
+    assert m.parse_cargo(log) == {"a::b": P, "a::c": F}
+    assert m.parsers.strip_ansi("\x1b]8;;http://x\x07link\x1b]8;;\x07 \x1b[1;31mred\x1b[0m") == "link red"
+
+
+def test_junit_xml_nested_suites_and_malformed_input():
+    log = ('<?xml version="1.0"?>\n<testsuites>\n <testsuite name="s" tests="2">\n'
+           '  <testsuite name="inner" tests="1"><testcase name="deep" classname="test"/></testsuite>\n'
+           '  <testcase name="bad" classname="test"><failure/></testcase>\n </testsuite>\n'
+           ' <testcase name="top" classname="test"><skipped/></testcase>\n</testsuites>\n')
+    assert m.parse_junit_xml(log) == {"s > inner > deep": P, "s > bad": F, "top": S}
+    assert m.parsers.summary_count("junit_xml", log) == 3
+    with pytest.raises(ValueError, match="malformed JUnit XML.*line 2"):
+        m.parse_junit_xml("noise\n<testsuite><testcase name='a'></testsuite>")
+    with pytest.raises(ValueError, match="never closed"):
+        m.parse_junit_xml("<testsuites><testsuite><testcase name='a'/>")
+
+
+def test_synthesizer_rejects_a_parser_whose_count_disagrees_with_the_summary():
+    """Issue 13.7: names consistent across runs are not enough; the count must match the summary."""
+    log = ("test_a (m.C.test_a) ... ok\ntest_b (m.C.test_b) ... ok\n"
+           "----------------------------------------------------------------------\nRan 3 tests in 0.001s\n")
+    chk = m.parsers.cross_check("unittest", log)
+    assert chk.checked and not chk.agrees and (chk.parsed, chk.summary) == (2, 3)
+    syn = m.RuleBasedParserSynthesizer()
+    assert syn.synthesize([log, log]) is None and syn.rejected[0].parser == "unittest"
+    good = CORPUS["unittest_py311"]["text"]
+    assert syn.synthesize([good, good]) == "unittest" and not syn.rejected
+
+
+def test_synthesizer_picks_the_right_parser_for_every_real_log():
+    for name, case in CORPUS.items():
+        got = m.RuleBasedParserSynthesizer().synthesize([case["text"], case["text"]])
+        want = {"pytest_junitxml": "junit_xml", "node_junit": "junit_xml"}.get(name, case["parser"])
+        assert got == want, name
+
+
 def test_parse_pytest():
     log = ("tests/test_a.py::test_x PASSED                                   [ 33%]\n"
            "=========================== short test summary info ============================\n"
@@ -226,63 +338,216 @@ def test_judges_and_leakage():
 
 
 # ------------------------------------------------------------------ 6. sandbox
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
+def _running(token: str) -> list[int]:
+    """Host pids of live processes whose command line holds ``token`` (namespaces hide pids)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{entry}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if token in cmdline and state not in ("Z", "X") and int(entry) != os.getpid():
+            out.append(int(entry))
+    return out
+
+
+def _gone(token: str, wait_s: float = 3.0) -> bool:
+    deadline = time.monotonic() + wait_s
+    while _running(token) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _running(token)
+
+
+@pytest.fixture
+def sandbox():
+    sb = m.Sandbox(m.SandboxConfig(timeout_s=20))
+    yield sb
+    sb.cleanup()
 
 
 def test_sandbox_timeout_kills_group():
     sb = m.Sandbox(m.SandboxConfig(timeout_s=1.5))
     try:
-        res = sb.run("sleep 100 & echo $!; wait", sb.root)
-        assert res.timed_out and res.duration_s < 10
-        pid = int(res.stdout.split()[0])
-        assert not _alive(pid)
-        res = sb.run(["sleep", "100"], sb.root, timeout=1)
-        assert res.timed_out
+        res = sb.run("sleep 101.25 & wait", sb.root)
+        assert res.timed_out and res.returncode == -9 and res.duration_s < 10
+        assert _gone("sleep 101.25")
+        res = sb.run(["sleep", "101.5"], sb.root, timeout=1)
+        assert res.timed_out and _gone("sleep 101.5")
     finally:
         sb.cleanup()
 
 
-def test_sandbox_leaves_no_background_child():
-    sb = m.Sandbox(m.SandboxConfig(timeout_s=20))
-    try:
-        res = sb.run("sleep 100 >/dev/null 2>&1 & echo $!", sb.root)
-        assert not res.timed_out and res.returncode == 0
-        assert not _alive(int(res.stdout.split()[0]))
-    finally:
-        sb.cleanup()
+def test_sandbox_setsid_child_that_ignores_term_dies_with_the_run(sandbox):
+    """Issue 29.4: a daemonised (setsid) child ignoring SIGTERM must not outlive the run."""
+    if sandbox.mode == "pgroup":
+        pytest.skip("no PID namespace here (neither bubblewrap nor unshare works): " + sandbox.describe())
+    res = sandbox.run("setsid bash -c \"trap '' TERM; sleep 102.5\" >/dev/null 2>&1 & echo started", sandbox.root)
+    assert res.stdout.strip() == "started" and not res.timed_out
+    assert _gone("sleep 102.5")
 
 
-def test_sandbox_environment_and_output_cap():
+def test_sandbox_background_child_holding_stdout_does_not_stall_the_run(sandbox):
+    """Issue 29.8: ``(sleep) & echo`` ends when the command exits (short grace), not at the timeout."""
+    res = sandbox.run("(sleep 103.5) & echo started", sandbox.root)
+    assert res.stdout.strip() == "started" and res.returncode == 0
+    assert not res.timed_out and res.duration_s < 5
+    assert _gone("sleep 103.5")
+    res = sandbox.run("sleep 104.5 >/dev/null 2>&1 & echo $!", sandbox.root)
+    assert not res.timed_out and res.returncode == 0 and _gone("sleep 104.5")
+
+
+def test_sandbox_environment_and_output_cap(sandbox):
     sb = m.Sandbox(m.SandboxConfig(timeout_s=20, max_output_bytes=2048))
     try:
         os.environ["SWE_REBENCH_SECRET"] = "leak"
         res = sb.run("echo ${SWE_REBENCH_SECRET:-none} $HOME $NO_COLOR", sb.root)
         assert res.stdout.split() == ["none", str(sb.home), "1"]
-        big = sb.run("head -c 100000 /dev/zero | tr '\\0' x", sb.root)
-        assert big.truncated and len(big.stdout) < 4096
+        big = sb.run("head -c 100000 /dev/zero | tr '\\0' x; echo END", sb.root)
+        assert big.truncated and len(big.stdout) < 4096 and big.output_bytes == 100004
+        assert big.stdout.startswith("x" * 1000) and big.stdout.endswith("xEND\n")
     finally:
         os.environ.pop("SWE_REBENCH_SECRET", None)
         sb.cleanup()
 
 
-def test_sandbox_network_namespace_blocks_connect():
-    sb = m.Sandbox(m.SandboxConfig(timeout_s=20, network=False))
+BIG_OUTPUT_PROBE = """
+import json, resource, sys
+sys.path.insert(0, sys.argv[1])
+import icml26.swe_rebench.sandbox as s
+sb = s.Sandbox(s.SandboxConfig(timeout_s=120, max_output_bytes=1024))
+sb.run("true", sb.root)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+res = sb.run("head -c 300000000 /dev/zero", sb.root)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+sb.cleanup()
+print(json.dumps({"grew_kib": after - before, "bytes": res.output_bytes, "kept": len(res.stdout),
+                  "truncated": res.truncated, "timed_out": res.timed_out}))
+"""
+
+
+def test_sandbox_output_is_read_incrementally_with_bounded_memory():
+    """Issue 29.5: 300 MB of stdout with a 1 KiB cap must not grow the parent's peak RSS."""
+    lib = str(Path(m.__file__).resolve().parents[2])
+    proc = subprocess.run([sys.executable, "-c", BIG_OUTPUT_PROBE, lib], capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["bytes"] == 300_000_000 and out["truncated"] and out["kept"] < 2048 and not out["timed_out"]
+    assert out["grew_kib"] < 32 * 1024, out          # buffering it all would add ~290 000 KiB
+
+
+def test_sandbox_caps_total_disk_written():
+    """Issue 29.6: many files each under RLIMIT_FSIZE may not add up past ``max_disk_bytes``."""
+    sb = m.Sandbox(m.SandboxConfig(timeout_s=60, max_disk_bytes=40 << 20))
     try:
-        if sb.isolation is None:
-            pytest.skip("unshare (network namespaces) is unavailable on this machine")
-        # inside an empty network namespace the connect fails locally (ENETUNREACH): no packet leaves
-        code = ("import socket,sys\ns=socket.socket()\ns.settimeout(2)\n"
-                "try:\n    s.connect(('192.0.2.1', 80))\n    print('CONNECTED')\n"
-                "except OSError as e:\n    print('ERRNO', e.errno)\n")
-        res = sb.run(["python", "-c", code], sb.root)
-        assert res.stdout.strip() == f"ERRNO {errno.ENETUNREACH}"
+        w = sb.mkdtemp("disk")
+        res = sb.run("for i in $(seq 1 40); do head -c 8000000 /dev/zero > f$i || exit 3; done; echo wrote-all",
+                     w)
+        assert res.disk_exceeded and res.returncode == -9 and "wrote-all" not in res.stdout
+        used = sum(f.stat().st_size for f in w.iterdir())
+        assert 40 << 20 < used < 320_000_000          # stopped long before the 320 MB it tried
+        res = sb.run("head -c 100000000 /dev/zero > one; echo rc=$?", sb.mkdtemp("disk"))
+        assert res.stdout.strip().endswith("rc=153") or res.disk_exceeded  # one file: RLIMIT_FSIZE
+        ok = sb.run("head -c 1000000 /dev/zero > small && echo fine", sb.mkdtemp("disk"))
+        assert ok.stdout.strip() == "fine" and not ok.disk_exceeded
     finally:
         sb.cleanup()
+
+
+def test_sandbox_filesystem_view(sandbox, tmp_path):
+    """Issue 29.7: outside the work dir nothing of the host can be read or written."""
+    if sandbox.mode != "bwrap":
+        pytest.skip("filesystem isolation needs bubblewrap: " + sandbox.describe())
+    project_readme = Path(m.__file__).resolve().parents[3] / "README.md"
+    assert project_readme.is_file()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    w = sandbox.mkdtemp("fs")
+    # reads outside: the project checkout and a host temp file are absent
+    for target in (project_readme, secret):
+        res = sandbox.run(["cat", str(target)], w)
+        assert res.returncode != 0 and "host secret" not in res.stdout and "No such file" in res.stdout
+    # writes outside: the project, the sandbox root beside the work dir, the host's /etc all fail
+    for target in (project_readme.parent / "swe-sandbox-write.txt", Path("/etc/swe-sandbox-write.txt"),
+                   tmp_path / "written.txt"):
+        res = sandbox.run(f"echo x > {target}", w)
+        assert res.returncode != 0 and not target.exists(), (target, res.stdout)
+    sandbox.run(f"echo x > {sandbox.root / 'beside.txt'}", w)      # lands in the private /tmp at most
+    assert not (sandbox.root / "beside.txt").exists()
+    # inside: the work dir, HOME and TMPDIR are writable and the toolchains run
+    res = sandbox.run("echo ok > here.txt && touch $HOME/h $TMPDIR/t && python -c 'print(2+2)'", w)
+    assert res.returncode == 0 and res.stdout.strip() == "4" and (w / "here.txt").read_text() == "ok\n"
+
+
+def test_sandbox_network_namespace_blocks_connect(sandbox):
+    if sandbox.isolation is None:
+        pytest.skip("no network namespace on this machine: " + sandbox.describe())
+    # inside an empty network namespace the connect fails locally (ENETUNREACH): no packet leaves
+    code = ("import socket,sys\ns=socket.socket()\ns.settimeout(2)\n"
+            "try:\n    s.connect(('192.0.2.1', 80))\n    print('CONNECTED')\n"
+            "except OSError as e:\n    print('ERRNO', e.errno)\n")
+    res = sandbox.run(["python", "-c", code], sandbox.root)
+    assert res.stdout.strip() == f"ERRNO {errno.ENETUNREACH}"
+
+
+def test_sandbox_modes_are_reported():
+    modes = m.sandbox.isolation_modes()
+    assert modes["pgroup"] and set(modes) == set(m.sandbox.MODES)
+    for mode in (x for x in m.sandbox.MODES if modes[x]):
+        sb = m.Sandbox(m.SandboxConfig(timeout_s=10, isolation=mode))
+        try:
+            assert sb.mode == mode and mode in sb.describe()
+            res = sb.run("echo $((6*7))", sb.root)
+            assert res.stdout.strip() == "42" and res.mode == mode
+        finally:
+            sb.cleanup()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0, 0, "5", True])
+def test_sandbox_rejects_bad_timeouts(sandbox, bad):
+    """Issue 29.9: NaN, inf, <= 0 and non-numbers are refused naming the argument."""
+    exc = TypeError if isinstance(bad, (str, bool)) else ValueError
+    with pytest.raises(exc, match="timeout_s"):
+        m.SandboxConfig(timeout_s=bad)
+    with pytest.raises(exc, match="timeout"):
+        sandbox.run("true", sandbox.root, timeout=bad)
+
+
+KILLED_KERNEL = """
+import sys, os, signal
+sys.path.insert(0, sys.argv[1])
+import icml26.swe_rebench.sandbox as s
+sb = s.Sandbox(s.SandboxConfig(timeout_s=5))
+print(sb.root, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_sandbox_tempdirs_are_removed_and_swept():
+    """Issue 12: a finaliser removes the root; a SIGKILLed kernel's root is swept at the next start."""
+    sb = m.Sandbox()
+    root = sb.root
+    del sb
+    import gc
+    gc.collect()
+    assert not root.exists()
+    lib = str(Path(m.__file__).resolve().parents[2])
+    proc = subprocess.run([sys.executable, "-c", KILLED_KERNEL, lib], capture_output=True, text=True, timeout=60)
+    left = Path(proc.stdout.strip())
+    assert proc.returncode == -9 and left.is_dir()          # the killed process could not clean up
+    removed = m.sandbox.sweep_stale_tempdirs()
+    assert left in removed and not left.exists()
+    mine = m.Sandbox()
+    try:
+        assert mine.root not in m.sandbox.sweep_stale_tempdirs()  # a live owner's dir is kept
+        assert mine.root.exists()
+    finally:
+        mine.cleanup()
 
 
 # ------------------------------------------------------------------ 7. corpus, pipeline
@@ -347,7 +612,7 @@ def test_bad_configs():
     with pytest.raises(ValueError, match="test_cmd"):
         m.InstallConfig([], [], "pytest")
     with pytest.raises(ValueError, match="parser name"):
-        m.InstallConfig([], ["make test"], "mocha")
+        m.InstallConfig([], ["make test"], "rspec")
     with pytest.raises(ValueError, match="variant"):
         m.RuleBasedClarityJudge("vibes")
     with pytest.raises(ValueError, match="language"):
@@ -471,3 +736,13 @@ def test_baselines_module():
     assert d.tolist() == [[False, True, True], [False, False, True]]
     with pytest.raises(ValueError, match="2-D"):
         baselines.single_judge_decisions(np.zeros(3))
+
+
+def test_presets_dry_run_cuts_loops_and_keeps_sizes():
+    """``ICML26_DRY=1`` with SCALE=gpu uses ``dry_run()`` (this chapter has no GPU kernel)."""
+    for name, p in m.PRESETS.items():
+        d = p.dry_run()
+        assert type(d) is type(p) and d.languages == p.languages and d.workers == p.workers, name
+        assert d.timeout_s == p.timeout_s and d.attempts == p.attempts
+        assert all(n == 1 for _, n in d.repos) and d.prs == (3, 3) and 2 <= d.n_runs <= p.n_runs
+        assert set(d.rerun_languages) <= set(p.rerun_languages)

@@ -14,6 +14,13 @@ All solvers integrate ``dx/dt = v(x, t, y)`` on the uniform grid ``t_i = i / N_s
   ``x_{i+1} = x_i + (t_{i+1} - t_i) / (1 - t_i) (D_i - x_i)``; first-order (``D_i = x1^_i``) at the
   first step, at ``i = 1`` (``r_1 = inf``) and at the last step ("lower order final").  (N NFE)
 
+**Classifier-free guidance.** Every solver takes ``cfg_scale``, ``null_class`` and ``cfg_interval``:
+the backbone is evaluated on the conditional and the unconditional (``null_class``) branch and
+``v = v_u + w (v_c - v_u)`` is used where the evaluation time lies in ``cfg_interval = [lo, hi)``
+(book time). The official default interval, code time ``tau in (0, 0.7]`` with ``tau = 1 - t``,
+is ``[0.3, 1)`` here (:data:`CFG_INTERVAL`); outside it, and at ``w = 1``, the conditional velocity
+is used and the unconditional branch is not evaluated.
+
 ``nfe`` always counts backbone evaluations per sample: Heun/midpoint with ``nfe = N`` take
 ``N / 2`` steps, RK4 ``N / 4``. :class:`CountingField` verifies these counts.
 """
@@ -34,6 +41,48 @@ def check_nfe(nfe, multiple: int = 1, name: str = "nfe") -> int:
     if nfe % multiple:
         raise ValueError(f"{name} must be a multiple of {multiple} for this solver, got {nfe}")
     return nfe
+
+
+CFG_INTERVAL = (0.3, 1.0)
+"""Book-time guidance interval ``[0.3, 1)``: the official ``(0, 0.7]`` in code time ``tau = 1 - t``."""
+
+
+def check_guidance(cfg_scale, null_class, cfg_interval, y) -> None:
+    """Validate the guidance arguments (``cfg_scale`` a real number, a null label, labels, an interval)."""
+    if isinstance(cfg_scale, bool) or not isinstance(cfg_scale, (int, float)) or not math.isfinite(cfg_scale):
+        raise TypeError(f"cfg_scale must be a finite float, got {cfg_scale!r}")
+    if isinstance(null_class, bool) or not isinstance(null_class, int) or null_class < 0:
+        raise ValueError(f"null_class must be a non-negative int (the unconditional label) for guidance, got {null_class!r}")
+    if not isinstance(y, torch.Tensor):
+        raise ValueError("guidance needs class labels y (a LongTensor of shape (B,))")
+    if (not isinstance(cfg_interval, (tuple, list)) or len(cfg_interval) != 2
+            or not 0.0 <= cfg_interval[0] <= cfg_interval[1]):
+        raise ValueError(f"cfg_interval must be a pair (lo, hi) with 0 <= lo <= hi, got {cfg_interval!r}")
+
+
+def guided_velocity(velocity_fn: Callable, cfg_scale: float | None, null_class: int | None = None,
+                    cfg_interval: tuple[float, float] = CFG_INTERVAL) -> Callable:
+    """``velocity_fn`` with classifier-free guidance ``v_u + w (v_c - v_u)`` inside ``cfg_interval``.
+
+    ``cfg_scale=None`` returns ``velocity_fn`` itself. At ``w = 1``, or where no sample's time lies
+    in the interval, only the conditional branch is evaluated and returned unchanged.
+    """
+    if cfg_scale is None:
+        return velocity_fn
+    lo, hi = cfg_interval
+
+    def fn(x, t, y=None):
+        check_guidance(cfg_scale, null_class, cfg_interval, y)
+        v_c = velocity_fn(x, t, y)
+        if cfg_scale == 1.0:
+            return v_c
+        inside = (t >= lo) & (t < hi)                                               # (B,)
+        if not bool(inside.any()):
+            return v_c
+        v_u = velocity_fn(x, t, torch.full_like(y, null_class))
+        return torch.where(inside.view(-1, *([1] * (x.ndim - 1))), v_u + cfg_scale * (v_c - v_u), v_c)
+
+    return fn
 
 
 def check_x0(x0) -> None:
@@ -71,10 +120,12 @@ def _finish(x, traj, return_traj):
     return (x, torch.stack(traj)) if return_traj else x
 
 
-def euler(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False):
+def euler(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False,
+          cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL):
     """Explicit Euler, ``nfe`` steps (one backbone call each)."""
     check_nfe(nfe)
     check_x0(x0)
+    velocity_fn = guided_velocity(velocity_fn, cfg_scale, null_class, cfg_interval)
     ts, x, traj = _grid(nfe), x0, [x0]
     for i in range(nfe):
         v = call_checked(velocity_fn, x, _tcol(ts[i], x), y)
@@ -84,10 +135,12 @@ def euler(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj
     return _finish(x, traj, return_traj)
 
 
-def heun(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False):
+def heun(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False,
+         cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL):
     """Heun (explicit trapezoid), ``nfe / 2`` steps; ``nfe`` must be even."""
     check_nfe(nfe, 2)
     check_x0(x0)
+    velocity_fn = guided_velocity(velocity_fn, cfg_scale, null_class, cfg_interval)
     n = nfe // 2
     ts, x, traj = _grid(n), x0, [x0]
     for i in range(n):
@@ -100,10 +153,12 @@ def heun(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj:
     return _finish(x, traj, return_traj)
 
 
-def midpoint(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False):
+def midpoint(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False,
+             cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL):
     """Explicit midpoint, ``nfe / 2`` steps; ``nfe`` must be even."""
     check_nfe(nfe, 2)
     check_x0(x0)
+    velocity_fn = guided_velocity(velocity_fn, cfg_scale, null_class, cfg_interval)
     n = nfe // 2
     ts, x, traj = _grid(n), x0, [x0]
     for i in range(n):
@@ -115,10 +170,12 @@ def midpoint(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_t
     return _finish(x, traj, return_traj)
 
 
-def rk4(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False):
+def rk4(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False,
+        cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL):
     """Classical RK4, ``nfe / 4`` steps; ``nfe`` must be a multiple of 4."""
     check_nfe(nfe, 4)
     check_x0(x0)
+    velocity_fn = guided_velocity(velocity_fn, cfg_scale, null_class, cfg_interval)
     n = nfe // 4
     ts, x, traj = _grid(n), x0, [x0]
     for i in range(n):
@@ -140,10 +197,12 @@ def _rk4_step(f, x, t, d, y):
     return x + db / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
 
 
-def ab2(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False):
+def ab2(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False,
+        cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL):
     """Two-step Adams-Bashforth on the uniform grid, Euler first step; ``nfe`` steps."""
     check_nfe(nfe)
     check_x0(x0)
+    velocity_fn = guided_velocity(velocity_fn, cfg_scale, null_class, cfg_interval)
     ts, x, traj, v_prev = _grid(nfe), x0, [x0], None
     for i in range(nfe):
         d = ts[i + 1] - ts[i]
@@ -155,10 +214,12 @@ def ab2(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: 
     return _finish(x, traj, return_traj)
 
 
-def dpmpp_2m(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False):
+def dpmpp_2m(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False,
+             cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL):
     """DPM-Solver++(2M) in flow form (data prediction, log-SNR ``lambda = log(t/(1-t))``)."""
     check_nfe(nfe)
     check_x0(x0)
+    velocity_fn = guided_velocity(velocity_fn, cfg_scale, null_class, cfg_interval)
     ts, x, traj = _grid(nfe), x0, [x0]
 
     def lam(t):

@@ -47,7 +47,16 @@ class GMMParams:
         return int(self.means.shape[1])
 
     def to(self, device=None, dtype=None) -> GMMParams:
-        return GMMParams(self.means.to(device, dtype), self.stds.to(device, dtype), self.weights.to(device, dtype))
+        """A copy on ``device``/``dtype``; ``self`` when nothing changes, and no re-validation
+        (values do not change under a cast, and the checks would cost host syncs per call)."""
+        same = all((device is None or t.device == torch.device(device)) and (dtype is None or t.dtype == dtype)
+                   for t in (self.means, self.stds, self.weights))
+        if same:
+            return self
+        out = object.__new__(GMMParams)
+        for name in ("means", "stds", "weights"):
+            object.__setattr__(out, name, getattr(self, name).to(device, dtype))
+        return out
 
 
 def ring_gmm(n_modes: int = 8, radius: float = 3.0, std: float = 0.3, dim: int = 2) -> GMMParams:
@@ -74,16 +83,19 @@ def _check_n(n) -> int:
 def sample_gmm(n: int, params: GMMParams, generator: torch.Generator | None = None) -> torch.Tensor:
     """Exact mixture samples ``(n, d)`` in the dtype of ``params``."""
     _check_n(n)
-    k = torch.multinomial(params.weights.cpu().float(), n, replacement=True, generator=generator)  # (n,)
-    z = torch.randn(n, params.dim, generator=generator, dtype=params.means.dtype)
-    return params.means.cpu()[k] + params.stds.cpu()[k, None] * z
+    dev = generator.device if generator is not None else params.means.device    # draw where the generator is
+    p = params.to(dev)
+    k = torch.multinomial(p.weights.float(), n, replacement=True, generator=generator)  # (n,)
+    z = torch.randn(n, params.dim, generator=generator, dtype=params.means.dtype, device=dev)
+    return p.means[k] + p.stds[k, None] * z
 
 
 def sample_checkerboard(n: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """4x4 checkerboard on ``[-2, 2]^2``: uniform on the 8 squares whose integer corners sum to an even number."""
     _check_n(n)
-    u = torch.rand(n, 2, generator=generator)                                       # (n, 2)
-    cell = torch.randint(0, 8, (n,), generator=generator)                          # which black square
+    dev = generator.device if generator is not None else None
+    u = torch.rand(n, 2, generator=generator, device=dev)                           # (n, 2)
+    cell = torch.randint(0, 8, (n,), generator=generator, device=dev)              # which black square
     row = cell // 2                                                                 # 0..3
     col = 2 * (cell % 2) + (row % 2)                                                # alternate per row
     return torch.stack([col + u[:, 0], row + u[:, 1]], dim=1) - 2.0

@@ -41,14 +41,16 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .baselines import (
+    CFG_INTERVAL,
     _rk4_step,
     _tcol,
     call_checked,
     check_finite,
+    check_guidance,
     check_nfe,
     check_x0,
 )
-from .fields import check_time, fourier_features, mlp
+from .fields import check_time, draw, drop_labels, fourier_features, mlp, trusted_times, values_checked
 
 # ---------------------------------------------------------------------------------------------
 # quadrature constants
@@ -84,7 +86,8 @@ def _check_th(x: torch.Tensor, t: torch.Tensor, h: torch.Tensor) -> None:
     check_time(t, x, "t")
     if not isinstance(h, torch.Tensor) or h.shape != t.shape:
         raise ValueError(f"h must be a tensor of shape {tuple(t.shape)} like t, got {tuple(getattr(h, 'shape', ()))}")
-    check_time(t + h, x, "t + h")
+    if values_checked():                                                             # skipped in trusted loops
+        check_time(t + h, x, "t + h")
 
 
 def _hcol(h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -173,8 +176,34 @@ def _side_at_offsets(sidenet, x, v, t, offsets, y):
     return s.view(k, *x.shape)
 
 
+def _branches(y, cfg_scale, null_class, cfg_interval) -> list:
+    """Label of each branch: ``[y]`` without guidance, ``[y, null]`` with it (conditional first)."""
+    if cfg_scale is None:
+        return [y]
+    check_guidance(cfg_scale, null_class, cfg_interval, y)
+    return [y, torch.full_like(y, null_class)]
+
+
+def _cfg_on(t: float, cfg_scale, cfg_interval) -> bool:
+    return cfg_scale is not None and cfg_scale != 1.0 and cfg_interval[0] <= t < cfg_interval[1]
+
+
+def _guide(vals: list, t: float, cfg_scale, cfg_interval) -> torch.Tensor:
+    """Classifier-free guidance of branch velocities at book time ``t`` (a node of the rule).
+
+    ``v = v_u + w (v_c - v_u)`` where ``lo <= t < hi``; elsewhere, and at ``w = 1``, the conditional
+    velocity itself (as the official ``apply_cfg``), so scale 1 reproduces the conditional sampler
+    exactly.
+    """
+    if len(vals) == 1 or not _cfg_on(t, cfg_scale, cfg_interval):
+        return vals[0]
+    v_c, v_u = vals
+    return v_u + cfg_scale * (v_c - v_u)
+
+
 def ba_bi_anchor(velocity_fn: Callable, sidenet: Callable, x0: torch.Tensor, nfe: int, y=None,
-                 alpha: float = ALPHA_LOBATTO, return_traj: bool = False):
+                 alpha: float = ALPHA_LOBATTO, return_traj: bool = False, cfg_scale: float | None = None,
+                 null_class: int | None = None, cfg_interval: tuple[float, float] = CFG_INTERVAL):
     """BA-solver, bi-anchor (Algorithm 2): exactly ``nfe`` backbone calls, ``2 nfe - 1`` SideNet calls.
 
     Per step: one batched forward probe at offsets ``(alpha D, (1-alpha) D, D)`` from the start
@@ -182,56 +211,84 @@ def ba_bi_anchor(velocity_fn: Callable, sidenet: Callable, x0: torch.Tensor, nfe
     ``-alpha D`` from it, corrector (C). The last step returns the predictor (no backbone call).
     The anchor velocity ``v_e`` is re-used as the next start anchor although it was evaluated at
     ``x_pred``, not at the corrected state: that is what keeps the cost at one NFE per step.
+
+    **Classifier-free guidance** (``cfg_scale`` given, spec 3.5): backbone and SideNet run on the
+    conditional branch (labels ``y``) and the unconditional branch (``null_class``) at every node,
+    the SideNet always on its branch's raw velocity, and every velocity that enters a quadrature
+    sum is guided, ``v_u + w (v_c - v_u)``, if its node time lies in ``cfg_interval = [lo, hi)``
+    (book time; the official default, code time ``(0, 0.7]``, is ``[0.3, 1)``). Costs double.
     """
     check_nfe(nfe)
     check_x0(x0)
     w_out, w_in = lobatto_weights(alpha)
+    ys = _branches(y, cfg_scale, null_class, cfg_interval)
+
+    def g(vals, t):
+        return _guide(vals, t, cfg_scale, cfg_interval)
+
     ts = [i / nfe for i in range(nfe + 1)]
     x, traj = x0, [x0]
-    v = call_checked(velocity_fn, x, _tcol(0.0, x), y)                              # backbone call 1
-    for i in range(nfe):
-        t, D = ts[i], ts[i + 1] - ts[i]
-        tb = _tcol(t, x)
-        s = _side_at_offsets(sidenet, x, v, tb, (alpha * D, (1 - alpha) * D, D), y)  # forward probe
-        va, vb, ve_tilde = v + s[0], v + s[1], v + s[2]
-        x_pred = x + D * (w_out * v + w_in * va + w_in * vb + w_out * ve_tilde)    # predictor (P)
-        check_finite(x_pred, i, "ba_bi_anchor")
-        if i == nfe - 1:
-            traj.append(x_pred)
-            break
-        t_next = _tcol(ts[i + 1], x)
-        ve = call_checked(velocity_fn, x_pred, t_next, y)                           # end anchor (1 NFE)
-        vb_back = ve + call_checked(sidenet, x_pred, ve, t_next, torch.full_like(t_next, -alpha * D), y,
-                                    name="sidenet")                                 # backward probe
-        x = x + D * (w_out * v + w_in * va + w_in * vb_back + w_out * ve)           # corrector (C)
-        v = ve                                                                      # re-used anchor
-        check_finite(x, i, "ba_bi_anchor")
-        traj.append(x)
+    with trusted_times():                                                           # grid times are valid
+        vs = [call_checked(velocity_fn, x, _tcol(0.0, x), yb) for yb in ys]        # backbone call 1 (per branch)
+        for i in range(nfe):
+            t, D = ts[i], ts[i + 1] - ts[i]
+            tb = _tcol(t, x)
+            ss = [_side_at_offsets(sidenet, x, vb, tb, (alpha * D, (1 - alpha) * D, D), yb)
+                  for vb, yb in zip(vs, ys)]                                        # forward probe
+            v = g(vs, t)
+            va = g([vb + sb[0] for vb, sb in zip(vs, ss)], t + alpha * D)
+            vb = g([vb + sb[1] for vb, sb in zip(vs, ss)], t + (1 - alpha) * D)
+            ve_tilde = g([vb_ + sb[2] for vb_, sb in zip(vs, ss)], t + D)
+            x_pred = x + D * (w_out * v + w_in * va + w_in * vb + w_out * ve_tilde)    # predictor (P)
+            check_finite(x_pred, i, "ba_bi_anchor")
+            if i == nfe - 1:
+                traj.append(x_pred)
+                break
+            t_next = _tcol(ts[i + 1], x)
+            ves = [call_checked(velocity_fn, x_pred, t_next, yb) for yb in ys]     # end anchor (1 NFE)
+            back = [ve + call_checked(sidenet, x_pred, ve, t_next, torch.full_like(t_next, -alpha * D), yb,
+                                      name="sidenet") for ve, yb in zip(ves, ys)]   # backward probe
+            vb_back, ve = g(back, ts[i + 1] - alpha * D), g(ves, ts[i + 1])
+            x = x + D * (w_out * v + w_in * va + w_in * vb_back + w_out * ve)       # corrector (C)
+            vs = ves                                                                # re-used anchor
+            check_finite(x, i, "ba_bi_anchor")
+            traj.append(x)
     return (x_pred, torch.stack(traj)) if return_traj else x_pred
 
 
 def ba_single_anchor(velocity_fn: Callable, sidenet: Callable, x0: torch.Tensor, nfe: int, y=None,
-                     nodes: int = 2, return_traj: bool = False):
+                     nodes: int = 2, return_traj: bool = False, cfg_scale: float | None = None,
+                     null_class: int | None = None, cfg_interval: tuple[float, float] = CFG_INTERVAL):
     """Single-anchor variant (Algorithm 3): ``x <- x + D sum_k w_k (v + S(x, v, t, c_k D))``.
 
     Gauss-Legendre nodes ``c_k`` on ``[0, 1]``; every interior velocity is extrapolated from the
-    start anchor. One backbone and one (batched) SideNet call per step.
+    start anchor. One backbone and one (batched) SideNet call per step. With ``cfg_scale`` the
+    guidance decision is made once per step at its start time (as in the official sampler), and
+    outside ``cfg_interval`` only the conditional branch is evaluated.
     """
     check_nfe(nfe)
     check_x0(x0)
     if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= 5:
         raise ValueError(f"nodes must be an int in 1..5, got {nodes!r}")
+    ys_all = _branches(y, cfg_scale, null_class, cfg_interval)
     c, w = gauss_legendre(nodes)
     ts = [i / nfe for i in range(nfe + 1)]
     x, traj = x0, [x0]
-    for i in range(nfe):
-        t, D = ts[i], ts[i + 1] - ts[i]
-        tb = _tcol(t, x)
-        v = call_checked(velocity_fn, x, tb, y)                                     # 1 NFE
-        s = _side_at_offsets(sidenet, x, v, tb, tuple(float(ck) * D for ck in c), y)
-        x = x + D * sum(float(wk) * (v + s[k]) for k, wk in enumerate(w))
-        check_finite(x, i, "ba_single_anchor")
-        traj.append(x)
+    with trusted_times():
+        for i in range(nfe):
+            t, D = ts[i], ts[i + 1] - ts[i]
+            tb = _tcol(t, x)
+            ys = ys_all if _cfg_on(t, cfg_scale, cfg_interval) else ys_all[:1]
+            vs = [call_checked(velocity_fn, x, tb, yb) for yb in ys]                # 1 NFE per branch
+            ss = [_side_at_offsets(sidenet, x, vb, tb, tuple(float(ck) * D for ck in c), yb)
+                  for vb, yb in zip(vs, ys)]
+            if len(ys) == 1:
+                x = x + D * sum(float(wk) * (vs[0] + ss[0][k]) for k, wk in enumerate(w))
+            else:
+                x = x + D * sum(float(wk) * _guide([vb + sb[k] for vb, sb in zip(vs, ss)], t, cfg_scale, cfg_interval)
+                                for k, wk in enumerate(w))
+            check_finite(x, i, "ba_single_anchor")
+            traj.append(x)
     return (x, torch.stack(traj)) if return_traj else x
 
 
@@ -252,8 +309,8 @@ def sample_offsets(t: torch.Tensor, lam: float = 50.0, p_forward: float = 0.5,
     if not 0.0 <= p_forward <= 1.0:
         raise ValueError(f"p_forward must lie in [0, 1], got {p_forward}")
     b = t.shape[0]
-    u = torch.rand(b, generator=generator, dtype=torch.float64).to(t.device)
-    fwd = torch.rand(b, generator=generator, dtype=torch.float64).to(t.device) < p_forward
+    u = draw("rand", (b,), generator, t, torch.float64)                              # on the generator's device
+    fwd = draw("rand", (b,), generator, t, torch.float64) < p_forward
     tt = t.double()
     d = torch.where(fwd, (1 - tt).clamp_min(1e-5), tt.clamp_min(1e-5))
     mag = torch.minimum(-torch.log1p(u * torch.expm1(-lam * d)) / lam, d)
@@ -268,7 +325,10 @@ def ba_chain_loss(backbone: Callable, sidenet: nn.Module, x1: torch.Tensor, y=No
     """The chain loss (Algorithm 1, eqs. CH1-CH2). Returns ``(loss, diagnostics)``.
 
     Costs ``chain_steps + 1`` backbone calls per sample; backbone and teacher are under no_grad,
-    only the final SideNet call of each chain step carries gradients.
+    only the final SideNet call of each chain step carries gradients. Arguments are validated here,
+    once; the inner network calls skip their time-range checks (times are valid by construction),
+    and the diagnostics stay on the device (``per_step`` a tensor of ``chain_steps`` losses,
+    ``mean_abs_h`` a 0-d tensor), so a step makes no host sync.
     """
     if isinstance(chain_steps, bool) or not isinstance(chain_steps, int) or chain_steps < 1:
         raise ValueError(f"chain_steps must be an int >= 1, got {chain_steps!r}")
@@ -276,76 +336,95 @@ def ba_chain_loss(backbone: Callable, sidenet: nn.Module, x1: torch.Tensor, y=No
         raise ValueError(f"lam must be > 0, got {lam}")
     if not 0.0 <= p_forward <= 1.0:
         raise ValueError(f"p_forward must lie in [0, 1], got {p_forward}")
-    if not 0.0 <= label_dropout < 1.0:
-        raise ValueError(f"label_dropout must lie in [0, 1), got {label_dropout}")
-    if label_dropout > 0 and null_class is None:
-        raise ValueError("label_dropout > 0 needs null_class (the label index that means 'no label')")
+    drop_labels(None, label_dropout, null_class)                                     # validate the pair
     b = x1.shape[0]
-    if y is not None and label_dropout > 0:                                          # step 1
-        drop = torch.rand(b, generator=generator).to(x1.device) < label_dropout
-        y = torch.where(drop, torch.full_like(y, null_class), y)
-    t = torch.rand(b, generator=generator).to(x1)                                   # step 2
-    x0 = torch.randn(x1.shape, generator=generator).to(x1)
+    y = drop_labels(y, label_dropout, null_class, generator)                         # step 1
+    t = draw("rand", (b,), generator, x1).to(x1)                                     # step 2
+    x0 = draw("randn", tuple(x1.shape), generator, x1).to(x1)
     x = _hcol(t, x1) * x1 + (1 - _hcol(t, x1)) * x0                                 # on the path
-    with torch.no_grad():
-        v = backbone(x, t, y)                                                        # step 3 (NFE 1)
-    total, per_step, mean_h = 0.0, [], []
-    for _ in range(chain_steps):                                                     # step 5
-        h = sample_offsets(t, lam, p_forward, generator)                             # step 6
-        with torch.no_grad():                                                        # steps 7-11: teacher
-            s = sidenet(_tile(x, 3), _tile(v, 3), _tile(t, 3),                    # one call, batch x3
-                        torch.cat([c * h for c in GL3_NODES]), _tile(y, 3)).view(3, *x.shape)
-            quad = sum(GL3_WEIGHTS[j] * (v + s[j]) for j in range(3))                # sum_j w_j v_j
-            x_next = x + _hcol(h, x) * quad                                          # (CH1)
-            t_next = (t + h).clamp(0.0, 1.0)
-            v_next = backbone(x_next, t_next, y)                                     # target (1 NFE)
-        pred = v + sidenet(x, v, t, h, y)                                            # step 12 (grad)
-        loss_k = ((pred - v_next) ** 2).mean()                                       # step 13 (CH2)
-        total = total + loss_k
-        per_step.append(float(loss_k.detach()))
-        mean_h.append(float(h.abs().mean()))
-        x, t, v = x_next, t_next, v_next                                             # step 14
-    diag = {"per_step": per_step, "mean_abs_h": float(np.mean(mean_h)), "backbone_calls": chain_steps + 1}
+    w1, w2, w3 = GL3_WEIGHTS
+    with trusted_times():
+        with torch.no_grad():
+            v = backbone(x, t, y)                                                    # step 3 (NFE 1)
+        total, per_step, mean_h = 0.0, [], []
+        for _ in range(chain_steps):                                                 # step 5
+            h = sample_offsets(t, lam, p_forward, generator)                         # step 6
+            with torch.no_grad():                                                    # steps 7-11: teacher
+                s = sidenet(_tile(x, 3), _tile(v, 3), _tile(t, 3),                # one call, batch x3
+                            torch.cat([c * h for c in GL3_NODES]), _tile(y, 3)).view(3, *x.shape)
+                quad = w1 * (v + s[0]) + w2 * (v + s[1]) + w3 * (v + s[2])          # sum_j w_j v_j
+                x_next = x + _hcol(h, x) * quad                                      # (CH1)
+                t_next = (t + h).clamp(0.0, 1.0)
+                v_next = backbone(x_next, t_next, y)                                 # target (1 NFE)
+            pred = v + sidenet(x, v, t, h, y)                                        # step 12 (grad)
+            loss_k = ((pred - v_next) ** 2).mean()                                   # step 13 (CH2)
+            total = total + loss_k
+            per_step.append(loss_k.detach())
+            mean_h.append(h.abs().mean())
+            x, t, v = x_next, t_next, v_next                                         # step 14
+    diag = {"per_step": torch.stack(per_step), "mean_abs_h": torch.stack(mean_h).mean(),
+            "backbone_calls": chain_steps + 1}
     return total / chain_steps, diag
+
+
+def device_generator(generator: torch.Generator | None, dev) -> torch.Generator | None:
+    """A generator on ``dev`` seeded from ``generator`` (``generator`` itself on the CPU).
+
+    Drawing the training noise on the device saves a host-to-device copy per draw; on the CPU the
+    stream is unchanged, so CPU runs reproduce bit for bit.
+    """
+    if generator is None or torch.device(dev).type == generator.device.type:
+        return generator
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    return torch.Generator(device=dev).manual_seed(seed)
 
 
 def train_sidenet(backbone: Callable, sidenet: nn.Module, sample_fn: Callable, steps: int, batch_size: int,
                   lr: float = 1e-4, ema_decay: float = 0.9996, grad_clip: float = 1.0, cosine: bool = False,
-                  generator: torch.Generator | None = None, progress: bool = True, **loss_kw):
+                  generator: torch.Generator | None = None, progress: bool = True, log_every: int = 50,
+                  **loss_kw):
     """Train ``sidenet`` with :func:`ba_chain_loss` (AdamW, weight decay 0, grad clip, EMA).
 
     ``sample_fn(n, generator)`` returns data or ``(data, labels)``. Returns ``(ema_sidenet, history)``;
     sampling uses the EMA copy (decay warmed up as ``min(decay, (1 + k) / (10 + k))``).
     ``cosine=True`` decays the learning rate to 5 % (the official script keeps it constant; the
-    book's short CPU runs use the decay).
+    book's short CPU runs use the decay). Training runs on the SideNet's device; losses are copied
+    to the host once per ``log_every`` steps (one sync per interval), the EMA is one fused
+    ``_foreach_lerp_``.
     """
-    for name, val in (("steps", steps), ("batch_size", batch_size)):
+    for name, val in (("steps", steps), ("batch_size", batch_size), ("log_every", log_every)):
         if isinstance(val, bool) or not isinstance(val, int) or val < 1:
             raise ValueError(f"{name} must be a positive int, got {val!r}")
     if not 0.0 <= ema_decay < 1.0:
         raise ValueError(f"ema_decay must lie in [0, 1), got {ema_decay}")
     dev = next(sidenet.parameters()).device
+    gen = device_generator(generator, dev)
     ema = copy.deepcopy(sidenet).eval().requires_grad_(False)
-    opt = torch.optim.AdamW(sidenet.parameters(), lr=lr, weight_decay=0.0)
+    params, ema_params = list(sidenet.parameters()), list(ema.parameters())
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps, eta_min=0.05 * lr) if cosine else None
     hist = {"loss": [], "mean_abs_h": []}
+    buf_loss, buf_h = [], []
     sidenet.train()
     for k in tqdm(range(steps), desc="sidenet", leave=False, disable=not progress):
-        out = sample_fn(batch_size, generator)
+        out = sample_fn(batch_size, gen)
         x1, y = out if isinstance(out, tuple) else (out, None)
         loss, diag = ba_chain_loss(backbone, sidenet, x1.to(dev), None if y is None else y.to(dev),
-                                   generator=generator, **loss_kw)
+                                   generator=gen, **loss_kw)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(sidenet.parameters(), grad_clip)
+        torch.nn.utils.clip_grad_norm_(params, grad_clip)
         opt.step()
         if sched is not None:
             sched.step()
         decay = min(ema_decay, (1 + k) / (10 + k))
         with torch.no_grad():
-            for pe, p in zip(ema.parameters(), sidenet.parameters()):
-                pe.lerp_(p, 1 - decay)
-        hist["loss"].append(float(loss.detach()))
-        hist["mean_abs_h"].append(diag["mean_abs_h"])
+            torch._foreach_lerp_(ema_params, params, 1 - decay)                      # EMA, one fused op
+        buf_loss.append(loss.detach())
+        buf_h.append(diag["mean_abs_h"])
+        if len(buf_loss) == log_every or k == steps - 1:                             # one sync per interval
+            hist["loss"] += torch.stack(buf_loss).tolist()
+            hist["mean_abs_h"] += torch.stack(buf_h).tolist()
+            buf_loss, buf_h = [], []
     sidenet.eval()
     return ema, hist

@@ -64,7 +64,12 @@ def sliced_wasserstein(x: torch.Tensor, y: torch.Tensor, n_proj: int = 256,
 def energy_distance(x: torch.Tensor, y: torch.Tensor, max_n: int = 4000) -> float:
     """Energy distance (V-statistic) on at most ``max_n`` points per set, chunked pairwise distances."""
     _check_sets(x, y)
+    if isinstance(max_n, bool) or not isinstance(max_n, int) or max_n < 1:
+        raise ValueError(f"max_n must be an int >= 1, got {max_n!r}")
     x, y = x[:max_n].double(), y[:max_n].to(x.device).double()
+    for n, z in (("x", x), ("y", y)):
+        if not bool(torch.isfinite(z).all()):
+            raise ValueError(f"{n} must hold finite values (no NaN or inf)")
 
     def mean_dist(a, b):
         return sum(float(torch.cdist(a[i:i + 1024], b).sum()) for i in range(0, a.shape[0], 1024)) / (

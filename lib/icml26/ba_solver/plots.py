@@ -57,7 +57,7 @@ def trajectory_fan(params, trajs: dict[str, torch.Tensor], n_show: int = 16):
 
 def error_vs_nfe(df: pd.DataFrame, guides=(1, 2, 6), value: str = "error", ylabel: str = "endpoint error"):
     """Log-log error against backbone NFE, one line per method, dashed slope guides."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig, ax = plt.subplots(figsize=(6.8, 3.8))
     methods = list(dict.fromkeys(df.method))
     cols = colors(methods)
     for m in methods:
@@ -71,26 +71,29 @@ def error_vs_nfe(df: pd.DataFrame, guides=(1, 2, 6), value: str = "error", ylabe
     _nfe_axis(ax, df.nfe)
     ax.set_xlabel("backbone evaluations (NFE)")
     ax.set_ylabel(ylabel)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))                # outside the data
+    fig.tight_layout()
     return fig
 
 
 def error_vs_offset(df: pd.DataFrame):
     """Learned-SideNet velocity error against the signed offset ``h``, one line per ``t``."""
-    fig, ax = plt.subplots(figsize=(6.0, 3.6))
+    fig, ax = plt.subplots(figsize=(6.8, 3.4))
     for t, d in df.groupby("t"):
         line, = ax.plot(d.h, d.error, "-o", ms=3, label=f"learned SideNet, t = {t:.1f}")
         ax.plot(d.h, d.zero_error, ":", color=line.get_color(), lw=1, label=f"zero SideNet, t = {t:.1f}")
     ax.set_yscale("log")
     ax.set_xlabel("signed offset h (negative: history, positive: future)")
     ax.set_ylabel("velocity error vs oracle")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
     return fig
 
 
 def scatter_grid(samples: dict, rows, cols, lim: float = 4.5, s: float = 1.0):
     """Grid of 2-D scatter plots: ``samples[(method, nfe)]``; rows are methods, columns NFEs."""
-    fig, axes = plt.subplots(len(rows), len(cols), figsize=(1.9 * len(cols), 1.9 * len(rows)),
+    side = min(1.9, 6.8 / len(cols))                                               # <= 7 in wide
+    fig, axes = plt.subplots(len(rows), len(cols), figsize=(side * len(cols), side * len(rows)),
                              sharex=True, sharey=True, squeeze=False)
     for i, m in enumerate(rows):
         for j, n in enumerate(cols):
@@ -116,7 +119,8 @@ def scatter_grid(samples: dict, rows, cols, lim: float = 4.5, s: float = 1.0):
 
 def digit_grids(samples: dict[str, torch.Tensor], labels: torch.Tensor, per_class: int = 8):
     """One panel per method: 10 classes (rows) x ``per_class`` samples, 8x8 images in ``[-1, 1]``."""
-    fig, axes = plt.subplots(1, len(samples), figsize=(2.6 * len(samples), 3.4), squeeze=False)
+    w = min(2.6, 6.8 / len(samples))                                                # <= 7 in wide
+    fig, axes = plt.subplots(1, len(samples), figsize=(w * len(samples), 1.3 * w + 0.3), squeeze=False)
     for ax, (name, x) in zip(axes[0], samples.items()):
         rows = []
         for c in range(10):
@@ -129,5 +133,36 @@ def digit_grids(samples: dict[str, torch.Tensor], labels: torch.Tensor, per_clas
         ax.set_yticks([])
         ax.grid(False)
         ax.set_xlabel(name, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def equal_cost(tab: pd.DataFrame, methods=("euler", "ab2", "heun", "dpm++2m", "ba-bi")):
+    """Endpoint error against backbone-equivalent cost (SideNet FLOPs counted for BA), log-log."""
+    fig, ax = plt.subplots(figsize=(6.8, 3.6))
+    cols = colors(list(methods))
+    for m in methods:
+        d = tab[tab.method == m].sort_values("cost")
+        ax.loglog(d.cost, d.error, "-o", ms=3, color=cols[LABELS.get(m, m)], label=LABELS.get(m, m))
+    _nfe_axis(ax, [c for c in (2, 3, 5, 8, 10, 16, 20) if tab.cost.min() <= c <= tab.cost.max()])
+    ax.set_xlabel("backbone-equivalent evaluations (SideNet FLOPs included)")
+    ax.set_ylabel("endpoint error")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def guidance_effect(tab: pd.DataFrame, metrics=("fd_pca16", "accuracy"), ylabels=("FD-PCA16", "label accuracy"),
+                    methods=("euler", "ab2", "ba-bi", "reference")):
+    """Metrics against the guidance scale, one panel per metric, one line per method."""
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6.8, 2.9))
+    cols = colors(list(methods))
+    for ax, col, yl in zip(np.atleast_1d(axes), metrics, ylabels):
+        for m in methods:
+            d = tab[tab.method == m].sort_values("scale")
+            ax.plot(d.scale, d[col], "-o", ms=3, color=cols[LABELS.get(m, m)], label=LABELS.get(m, m))
+        ax.set_xlabel("guidance scale w")
+        ax.set_ylabel(yl)
+    np.atleast_1d(axes)[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig

@@ -8,7 +8,7 @@ for ~10^3 steps, so it uses a larger learning rate and a shorter EMA.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from icml26.core import preset_for
 
@@ -30,7 +30,12 @@ class NB1Preset:
     chain_steps: int
     lr: float
     ema_decay: float
-    ablation_steps: int            # SideNet steps per lambda in the lambda ablation
+    ablation_steps: int            # SideNet steps of the lambda = 10 arm (= side_steps: equal training)
+
+    def dry_run(self) -> NB1Preset:
+        """Loop counts cut (training steps, NFE grids, oracle substeps); sizes and batch kept."""
+        return replace(self, side_steps=3, ablation_steps=3, nfes=(3, 5, 10), oracle_nfes=self.oracle_nfes[:4],
+                       oracle_substeps=4)
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,12 @@ class LearnedPreset:
     nfes: tuple[int, ...]
     ablation_steps: int            # SideNet steps per ablation variant (NB2; 0 where unused)
     ref_steps: int                 # float64 RK4 steps of the reference solution
+    n_boot: int = 50               # bootstrap resamples for the noise of the reference level
+
+    def dry_run(self) -> LearnedPreset:
+        """Loop counts cut (training steps, NFE grid, reference steps); widths, batches and sizes kept."""
+        return replace(self, backbone_steps=3, side_steps=3, ablation_steps=min(self.ablation_steps, 3),
+                       nfes=self.nfes[:3], ref_steps=8, n_boot=2)
 
 
 @dataclass(frozen=True)
@@ -62,13 +73,17 @@ class BAPreset:
     nb2: LearnedPreset
     nb3: LearnedPreset
 
+    def dry_run(self) -> BAPreset:
+        """Every notebook's preset through its own ``dry_run`` (for ``ICML26_DRY=1`` at the gpu scale)."""
+        return replace(self, nb1=self.nb1.dry_run(), nb2=self.nb2.dry_run(), nb3=self.nb3.dry_run())
+
 
 PRESETS = {
     "smoke": BAPreset(
         seed=0,
         nb1=NB1Preset(n_eval=256, nfes=(3, 5, 10), oracle_points=48, oracle_nfes=(4, 8, 16), oracle_substeps=8,
                       probe_points=64, side_hidden=64, side_depth=2, side_steps=60, side_batch=128, chain_steps=4, lr=2e-3,
-                      ema_decay=0.99, ablation_steps=20),
+                      ema_decay=0.99, ablation_steps=60),
         nb2=LearnedPreset(backbone_hidden=64, backbone_depth=3, backbone_steps=150, backbone_batch=256,
                           backbone_lr=2e-3, side_hidden=32, side_depth=2, side_steps=40, side_batch=128,
                           chain_steps=4, lr=2e-3, ema_decay=0.99, n_eval=512, nfes=(3, 5, 10), ablation_steps=10,
@@ -82,7 +97,7 @@ PRESETS = {
         seed=0,
         nb1=NB1Preset(n_eval=2000, nfes=(3, 4, 5, 6, 8, 10, 16), oracle_points=200, oracle_nfes=(4, 6, 8, 12, 16),
                       oracle_substeps=16, probe_points=256, side_hidden=128, side_depth=3, side_steps=3000,
-                      side_batch=128, chain_steps=4, lr=2e-3, ema_decay=0.999, ablation_steps=1500),
+                      side_batch=128, chain_steps=4, lr=2e-3, ema_decay=0.999, ablation_steps=3000),
         nb2=LearnedPreset(backbone_hidden=128, backbone_depth=4, backbone_steps=2500, backbone_batch=512,
                           backbone_lr=2e-3, side_hidden=64, side_depth=2, side_steps=2000, side_batch=128,
                           chain_steps=4, lr=2e-3, ema_decay=0.999, n_eval=2000, nfes=(3, 5, 10), ablation_steps=2000,
@@ -97,11 +112,11 @@ PRESETS = {
         nb1=NB1Preset(n_eval=20000, nfes=(3, 4, 5, 6, 8, 10, 16, 32), oracle_points=2000,
                       oracle_nfes=(4, 6, 8, 12, 16, 24, 32), oracle_substeps=64, probe_points=2000, side_hidden=256, side_depth=3,
                       side_steps=20000, side_batch=4096, chain_steps=8, lr=1e-3, ema_decay=0.999,
-                      ablation_steps=5000),
+                      ablation_steps=20000),
         nb2=LearnedPreset(backbone_hidden=256, backbone_depth=4, backbone_steps=20000, backbone_batch=4096,
                           backbone_lr=1e-3, side_hidden=128, side_depth=3, side_steps=10000, side_batch=2048,
                           chain_steps=8, lr=1e-3, ema_decay=0.999, n_eval=20000, nfes=(3, 5, 10, 16),
-                          ablation_steps=3000, ref_steps=512),
+                          ablation_steps=10000, ref_steps=512),
         nb3=LearnedPreset(backbone_hidden=1024, backbone_depth=4, backbone_steps=30000, backbone_batch=1024,
                           backbone_lr=1e-3, side_hidden=128, side_depth=3, side_steps=20000, side_batch=1024,
                           chain_steps=8, lr=1e-3, ema_decay=0.999, n_eval=1797, nfes=(3, 5, 10, 16),

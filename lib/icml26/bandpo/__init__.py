@@ -5,19 +5,26 @@ of ratios reachable inside an f-divergence ball; BandPO uses it in place of PPO'
 interval. Baselines (Clip, Clip-Higher, DCPO) are bound rules with the same signature.
 """
 
-from .baselines import BOUND_RULES, clip_bounds, dcpo_bounds, make_bound_fn
+from .baselines import BOUND_RULES, clip_bounds, dcpo_bounds, make_bound_fn, no_clip_bounds, split_bounds
 from .envs import ChainPolicy, HeadTailBandit, TokenChainTask
 from .experiments import (
     BIN_LABELS,
+    CLIP_ROWS,
     P_BINS,
+    ablation_rules,
+    bandit_kwargs,
     bandit_methods,
     bandit_summary,
     clip_table,
+    entropy_window,
+    paired_gain,
     parity_experiment,
     random_old_distribution,
     rearrangement_check,
+    regime_rules,
     run_bandit,
     run_token,
+    token_kwargs,
     train_bandit,
     train_token_policy,
     warm_start,
@@ -37,10 +44,12 @@ from .method import (
     probability_margins,
     quadratic_band,
 )
-from .presets import PRESETS, preset
+from .presets import PRESETS, BanditPreset, ChapterPresets, OperatorPreset, TokenPreset, preset
 
 __all__ = [
-    "BIN_LABELS", "BOUND_RULES", "DIVERGENCES", "P_BINS", "PRESETS", "ChainPolicy", "Divergence",
+    "BIN_LABELS", "BOUND_RULES", "CLIP_ROWS", "BanditPreset", "ChapterPresets", "OperatorPreset", "TokenPreset",
+    "DIVERGENCES", "P_BINS", "PRESETS", "ChainPolicy", "Divergence", "ablation_rules", "bandit_kwargs",
+    "entropy_window", "no_clip_bounds", "paired_gain", "regime_rules", "split_bounds", "token_kwargs",
     "HeadTailBandit", "TokenChainTask", "band_bounds", "band_bounds_bisect", "band_bounds_closed_form",
     "band_bounds_cvxpy", "band_bounds_from_logprob", "band_constraint", "bandit_methods", "bandit_summary", "clip_bounds",
     "clip_table", "clipped_surrogate_loss", "dcpo_bounds", "grpo_advantages", "make_bound_fn",

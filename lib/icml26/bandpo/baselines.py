@@ -6,7 +6,8 @@ r"""Baselines as bound rules :math:`p \mapsto (\ell(p), u(p))`, and the registry
 - **DCPO dynamic adaptive clipping**: :math:`\ell(p) = \tfrac12 + \tfrac12\sqrt{\max(1 - 4\epsilon_{low}/p, 0)}`,
   :math:`u(p) = \min\big(\tfrac12 + \tfrac12\sqrt{1 + 4\epsilon_{high}/p},\ u_{cap}\big)`; upward room in
   probability :math:`\approx\sqrt{\epsilon_{high} p}` for rare tokens, but not simplex-consistent for likely
-  ones.
+  ones: as :math:`p\to1`, :math:`u\to\tfrac12+\tfrac12\sqrt{1+4\epsilon_{high}}` (1.171 at
+  :math:`\epsilon_{high}=0.2`), not :math:`1+\epsilon_{high}`.
 
 Fixed clipping allows the sampled token's probability to move by at most :math:`\epsilon_+ p`
 upwards: the "tail bottleneck" that BandPO removes.
@@ -14,6 +15,7 @@ upwards: the "tail bottleneck" that BandPO removes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -50,19 +52,39 @@ def dcpo_bounds(p, eps_low: float = 0.16, eps_high: float = 0.20, ratio_cap: flo
     return lo, hi
 
 
+def no_clip_bounds(p) -> tuple[Tensor, Tensor]:
+    """No clipping: the interval ``[0, inf)`` (the surrogate is then the plain ratio-weighted policy
+    gradient; a dual clip, when on, still caps negative-advantage losses)."""
+    p = _check_p(p)
+    return torch.zeros_like(p), torch.full_like(p, math.inf)
+
+
+def split_bounds(lower: Callable[[Tensor], tuple[Tensor, Tensor]],
+                 upper: Callable[[Tensor], tuple[Tensor, Tensor]]) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+    """A rule that takes its lower bound from ``lower`` and its upper bound from ``upper`` (both bound
+    rules); since every rule has ``l <= 1 <= u`` the result is a valid interval."""
+    if not callable(lower) or not callable(upper):
+        raise TypeError("lower and upper must be bound rules p -> (lo, hi)")
+    return lambda p: (lower(p)[0], upper(p)[1])
+
+
 BOUND_RULES = ("clip", "clip_higher", "dcpo", "band_kl", "band_tv", "band_chi2", "band_hellinger",
-               "band_reverse_kl", "band_neyman_chi2", "band_kl_relax")
+               "band_reverse_kl", "band_neyman_chi2", "band_kl_relax", "none")
 
 
 def make_bound_fn(name: str, **kw) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
     """A bound rule ``p -> (lo, hi)`` by name.
 
     ``clip`` (eps 0.2), ``clip_higher`` (0.2 / 0.28), ``dcpo``, ``band_<divergence>`` (delta 0.05,
-    cap 10) and ``band_kl_relax`` (Band-KL unioned with Clip-Higher). Keyword arguments override the
+    cap 10), ``band_kl_relax`` (Band-KL unioned with Clip-Higher) and ``none`` (no clipping). Keyword arguments override the
     defaults (``eps_low``, ``eps_high``, ``delta``, ``ratio_cap``, ...).
     """
     if not isinstance(name, str) or name not in BOUND_RULES:
         raise ValueError(f"name must be one of {BOUND_RULES}, got {name!r}")
+    if name == "none":
+        if kw:
+            raise ValueError(f"the rule 'none' takes no arguments, got {sorted(kw)}")
+        return no_clip_bounds
     if name == "clip":
         args = {"eps_low": 0.2, "eps_high": 0.2, **kw}
         return lambda p: clip_bounds(p, **args)

@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .baselines import make_bound_fn
+from .baselines import make_bound_fn, split_bounds
 from .envs import HeadTailBandit, TokenChainTask, _check_pos_int
 from .method import (
     DIVERGENCES,
@@ -37,14 +37,28 @@ BIN_LABELS = ("[0, .02)", "[.02, .1)", "[.1, .5)", "[.5, .9)", "[.9, 1]")
 BoundFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
-def _clip_counts(p_old: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> np.ndarray:
-    """Counts ``[3, n_bins]`` (upward clips, downward clips, samples) by old-probability bin."""
+CLIP_ROWS = ("up", "down", "samples", "positive", "negative")  # rows of the clip-count arrays
+
+
+def _clip_counts(p_old: torch.Tensor, up: torch.Tensor, down: torch.Tensor, adv: torch.Tensor) -> np.ndarray:
+    """Counts by old-probability bin: ``[..., 5, n_bins]`` with rows :data:`CLIP_ROWS` (upward clips,
+    downward clips, all samples, samples with positive advantage, samples with negative advantage).
+
+    Leading axes of ``p_old`` beyond the last one (e.g. stacked replicas ``[S, N]``) are kept; ``adv``
+    broadcasts against ``p_old``. An upward clip needs a positive advantage and a downward one a
+    negative advantage, so ``up / positive`` and ``down / negative`` are the conditional rates.
+    """
+    lead = p_old.shape[:-1] if p_old.dim() > 1 else ()
+    p2 = p_old.reshape(int(np.prod(lead)) if lead else 1, -1)  # [R, N]
+    R, n = p2.shape[0], len(P_BINS) - 1
     edges = torch.tensor(P_BINS[1:-1], dtype=p_old.dtype, device=p_old.device)
-    b = torch.bucketize(p_old.reshape(-1), edges, right=True)  # bin index per sample
-    n = len(P_BINS) - 1
-    out = torch.stack([torch.bincount(b, weights=w.reshape(-1).to(p_old.dtype), minlength=n)
-                       for w in (up, down, torch.ones_like(p_old))])
-    return out.cpu().numpy()
+    b = torch.bucketize(p2, edges, right=True) + n * torch.arange(R, device=p_old.device)[:, None]
+    a = torch.broadcast_to(adv, p_old.shape).reshape(R, -1)
+    weights = (up, down, torch.ones_like(p_old), a > 0, a < 0)
+    out = torch.stack([torch.bincount(b.reshape(-1), weights=w.reshape(-1).to(p_old.dtype), minlength=R * n)
+                       for w in weights])  # [5, R * n]
+    out = out.reshape(5, R, n).transpose(0, 1).cpu().numpy()  # [R, 5, n]
+    return out.reshape(*lead, 5, n) if lead else out[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -52,9 +66,9 @@ def _clip_counts(p_old: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> n
 # ---------------------------------------------------------------------------------------------
 
 
-def train_bandit(env: HeadTailBandit, bound_fn: BoundFn, iters: int = 150, group_size: int = 16,
+def train_bandit(env: HeadTailBandit, bound_fn: BoundFn | Sequence[BoundFn], iters: int = 150, group_size: int = 16,
                  inner_steps: int = 8, lr: float = 0.1, seed: int | Sequence[int] = 0,
-                 dual_clip: float | None = None) -> dict[str, np.ndarray]:
+                 dual_clip: float | None = None):
     """GRPO on tabular logits ``[C, K]`` with per-sample bounds from ``bound_fn(p_old)``.
 
     Common random numbers: the uniforms that drive sampling and rewards come from one generator
@@ -63,63 +77,85 @@ def train_bandit(env: HeadTailBandit, bound_fn: BoundFn, iters: int = 150, group
     ``[S, C, K]`` (replica ``s`` draws its initial-logit noise and its samples with ``seed[s]``; the loss
     is the sum of the replicas' losses, so each replica gets exactly its own gradient and, Adam being
     element-wise, follows the same trajectory as a run on its own) and every output gains a leading
-    axis ``S``.
+    axis ``S``. ``bound_fn`` may also be a list of ``R`` rules: then the ``R x S`` (rule, seed) pairs
+    are all replicas of the same batched run and a list of ``R`` result dicts is returned.
 
     Returns per-iteration arrays (index 0 = initial policy): ``reward`` (exact expected reward),
-    ``entropy``, ``tail_prob``, ``head_prob`` ``[iters + 1]``; ``clip`` ``[iters, 3, n_bins]`` (upward
-    clips, downward clips, samples at the last inner step, by old-probability bin); ``logits``.
+    ``entropy``, ``tail_prob``, ``head_prob`` ``[iters + 1]``; ``clip`` ``[iters, 5, n_bins]`` (rows
+    :data:`CLIP_ROWS`: upward clips, downward clips, samples, samples with positive and with negative
+    advantage, at the last inner step, by old-probability bin); ``logits``.
+
+    ``dual_clip``: the dual-clip constant ``c`` of :func:`clipped_surrogate_loss` (``None``: off). The
+    official recipes run ``c = 10``; the notebook uses that and shows it changes nothing here.
     """
     iters = _check_pos_int(iters, "iters")
     group_size = _check_pos_int(group_size, "group_size", minimum=2)
     inner_steps = _check_pos_int(inner_steps, "inner_steps")
     if not lr > 0:
         raise ValueError(f"lr must be > 0, got {lr}")
+    many = isinstance(bound_fn, (list, tuple))
+    rules = list(bound_fn) if many else [bound_fn]
+    if not rules or not all(callable(r) for r in rules):
+        raise TypeError("bound_fn must be a bound rule p -> (lo, hi) or a non-empty list of them")
     single = isinstance(seed, (int, np.integer))
     seeds = [int(seed)] if single else [int(s) for s in seed]
     if not seeds:
         raise ValueError("seed must be an int or a non-empty list of ints")
     dev = env.device
-    gens = [torch.Generator(device=dev).manual_seed(s) for s in seeds]
+    R, S, C, G = len(rules), len(seeds), env.n_contexts, group_size
+    N = R * S  # replicas, rule-major: replica r * S + s runs rule r on seed s
+    gens = [torch.Generator(device=dev).manual_seed(s) for _ in rules for s in seeds]
     init = [env.init_logits()] if single else [env.init_logits(seed=s) for s in seeds]
-    logits = torch.nn.Parameter(torch.stack(init))  # [S, C, K]
+    logits = torch.nn.Parameter(torch.stack(init * R))  # [N, C, K]
     opt = torch.optim.Adam([logits], lr=lr, betas=(0.9, 0.999))
-    S, C, G = len(seeds), env.n_contexts, group_size
-    hist = {k: np.zeros((S, iters + 1)) for k in ("reward", "entropy", "tail_prob", "head_prob")}
-    clip = np.zeros((S, iters, 3, len(P_BINS) - 1))
+    hist = {k: np.zeros((N, iters + 1)) for k in ("reward", "entropy", "tail_prob", "head_prob")}
+    clip = np.zeros((N, iters, len(CLIP_ROWS), len(P_BINS) - 1))
 
     def record(i: int) -> None:
         with torch.no_grad():
-            logq = torch.log_softmax(logits, -1)  # [S, C, K]
+            logq = torch.log_softmax(logits, -1)  # [N, C, K]
             q = logq.exp()
             hist["reward"][:, i] = env.expected_reward(q).mean(-1).cpu().numpy()
             hist["entropy"][:, i] = (-(q * logq).sum(-1)).mean(-1).cpu().numpy()
             hist["tail_prob"][:, i] = q[..., 1].mean(-1).cpu().numpy()
             hist["head_prob"][:, i] = q[..., 0].mean(-1).cpu().numpy()
 
+    def bounds(p_old: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # per-sample bounds of each rule on its own replicas; a rule is elementwise in p, so it is
+        # evaluated once per distinct old probability (a group repeats actions) and scattered back
+        lo, hi = torch.empty_like(p_old), torch.empty_like(p_old)
+        for r, rule in enumerate(rules):
+            p_uniq, inv = torch.unique(p_old[r * S:(r + 1) * S], return_inverse=True)
+            lo_u, hi_u = rule(p_uniq)
+            lo[r * S:(r + 1) * S], hi[r * S:(r + 1) * S] = lo_u[inv], hi_u[inv]
+        return lo, hi
+
     record(0)
     for it in range(iters):
         with torch.no_grad():  # rollout with pi_old
-            logp_all_old = torch.log_softmax(logits, -1)  # [S, C, K]
+            logp_all_old = torch.log_softmax(logits, -1)  # [N, C, K]
             u = torch.stack([torch.rand(C, G, generator=g, device=dev, dtype=logits.dtype) for g in gens])
-            cdf = logp_all_old.exp().cumsum(-1)  # [S, C, K]
-            actions = torch.searchsorted(cdf, u).clamp(max=env.n_actions - 1)  # inverse CDF   [S, C, G]
-            rewards = torch.stack([env.sample_rewards(actions[s], g) for s, g in enumerate(gens)])
-            adv = grpo_advantages(rewards.reshape(S * C, G)).reshape(S, C * G)  # per context
-            logp_old = logp_all_old.gather(2, actions).reshape(S, C * G)  # [S, C*G]
-            lo, hi = bound_fn(logp_old.exp())  # per-sample bounds, once per rollout batch
+            cdf = logp_all_old.exp().cumsum(-1)  # [N, C, K]
+            actions = torch.searchsorted(cdf, u).clamp(max=env.n_actions - 1)  # inverse CDF   [N, C, G]
+            rewards = torch.stack([env.sample_rewards(actions[n], g) for n, g in enumerate(gens)])
+            adv = grpo_advantages(rewards.reshape(N * C, G)).reshape(N, C * G)  # per context
+            logp_old = logp_all_old.gather(2, actions).reshape(N, C * G)  # [N, C*G]
+            lo, hi = bounds(logp_old.exp())  # once per rollout batch
         for _ in range(inner_steps):
-            logp = torch.log_softmax(logits, -1).gather(2, actions).reshape(S, C * G)
+            logp = torch.log_softmax(logits, -1).gather(2, actions).reshape(N, C * G)
             # rows = replicas: seq-mean-token-mean = mean over replicas of each one's token mean
             loss, stats = clipped_surrogate_loss(logp, logp_old, adv, lo, hi, dual_clip=dual_clip,
                                                  agg="seq-mean-token-mean")
             opt.zero_grad(set_to_none=True)
-            (S * loss).backward()  # sum of the replicas' losses
+            (N * loss).backward()  # sum of the replicas' losses
             opt.step()
-        for s in range(S):
-            clip[s, it] = _clip_counts(logp_old[s].exp(), stats["clipped_up"][s], stats["clipped_down"][s])
+        clip[:, it] = _clip_counts(logp_old.exp(), stats["clipped_up"], stats["clipped_down"], adv)
         record(it + 1)
     out = {**hist, "clip": clip, "logits": logits.detach().cpu().numpy()}
-    return {k: v[0] for k, v in out.items()} if single else out
+    per_rule = [{k: v[r * S:(r + 1) * S] for k, v in out.items()} for r in range(R)]
+    if single:
+        per_rule = [{k: v[0] for k, v in d.items()} for d in per_rule]
+    return per_rule if many else per_rule[0]
 
 
 def bandit_methods(delta: float = 0.05) -> dict[str, BoundFn]:
@@ -132,26 +168,96 @@ def bandit_methods(delta: float = 0.05) -> dict[str, BoundFn]:
 
 def run_bandit(methods: dict[str, BoundFn], seeds: Sequence[int], *, n_contexts: int = 64, n_actions: int = 16,
                iters: int = 150, group_size: int = 16, inner_steps: int = 8, lr: float = 0.1,
-               device="cpu", progress: bool = True) -> dict[str, dict[str, np.ndarray]]:
-    """Train every method on every seed (seeds as replicas of one batched run; the same initial
-    logits and random numbers for every method: common random numbers).
+               dual_clip: float | None = 10.0, device="cpu", progress: bool = True) -> dict[str, dict[str, np.ndarray]]:
+    """Train every method on every seed ((method, seed) pairs as replicas of one batched run; the
+    same initial logits and random numbers for every method: common random numbers). ``progress`` is
+    kept for API compatibility (one batched run has nothing to count). ``dual_clip``: the dual-clip
+    constant (10 as in the official recipes; ``None`` turns it off).
     Returns ``{method: {metric: array [n_seeds, ...]}}``."""
     env = HeadTailBandit(n_contexts=n_contexts, n_actions=n_actions, device=device)
-    return {m: train_bandit(env, fn, iters=iters, group_size=group_size, inner_steps=inner_steps, lr=lr,
-                            seed=list(seeds))
-            for m, fn in tqdm(methods.items(), desc="bandit runs", leave=False, disable=not progress)}
+    res = train_bandit(env, list(methods.values()), iters=iters, group_size=group_size, inner_steps=inner_steps,
+                       lr=lr, seed=list(seeds), dual_clip=dual_clip)  # every (rule, seed) pair: one batched run
+    return dict(zip(methods, res))
+
+
+def ablation_rules(deltas: Sequence[float] = (0.01, 0.02, 0.1, 0.2),
+                   epsilons: Sequence[float] = (0.05, 0.1, 0.3)) -> dict[str, BoundFn]:
+    """The controls of notebook 2: Band-KL over radii ``delta=..``, Clip over ``eps=..`` (symmetric),
+    no clipping (``none``), and the two splits of the band (``Band upper + Clip lower`` and
+    ``Clip upper + Band lower``, Band-KL at delta 0.05 and Clip at eps 0.2)."""
+    band, clip = make_bound_fn("band_kl"), make_bound_fn("clip")
+    rules = {f"delta={d:g}": make_bound_fn("band_kl", delta=d) for d in deltas}
+    rules.update({f"eps={e:g}": make_bound_fn("clip", eps_low=e, eps_high=e) for e in epsilons})
+    rules["none"] = make_bound_fn("none")
+    rules["Band upper + Clip lower"] = split_bounds(lower=clip, upper=band)
+    rules["Clip upper + Band lower"] = split_bounds(lower=band, upper=clip)
+    return rules
+
+
+def regime_rules() -> dict[str, BoundFn]:
+    """The rules re-run in gentler regimes: Clip, Band-KL, no clipping and the head-matched pair
+    Band-KL(0.01) / Clip(0.05)."""
+    return {"Clip": make_bound_fn("clip"), "Band-KL": make_bound_fn("band_kl"), "none": make_bound_fn("none"),
+            "delta=0.01": make_bound_fn("band_kl", delta=0.01),
+            "eps=0.05": make_bound_fn("clip", eps_low=0.05, eps_high=0.05)}
+
+
+def bandit_kwargs(cfg, **override) -> dict:
+    """The keyword arguments of :func:`run_bandit` taken from a :class:`~icml26.bandpo.presets.BanditPreset`
+    (``override`` replaces any of them: one change per ablation)."""
+    keys = ("n_contexts", "n_actions", "iters", "group_size", "inner_steps", "lr", "dual_clip")
+    return {**{k: getattr(cfg, k) for k in keys}, **override}
+
+
+def entropy_window(runs: dict[str, dict[str, np.ndarray]], method: str, reference: str = "Clip",
+                   key: str = "entropy") -> dict[str, float]:
+    """Where ``method``'s seed-mean entropy is above ``reference``'s.
+
+    Returns ``first`` and ``last`` iteration of the first run of iterations (from iteration 1 on) in
+    which it is above, ``n_above`` (length of that run), and ``frac_below_after`` (fraction of the
+    iterations after that run in which it is below)."""
+    d = runs[method][key].mean(0) - runs[reference][key].mean(0)  # [iters + 1]
+    above = d[1:] > 0
+    if not above.any():
+        return {"first": -1, "last": -1, "n_above": 0, "frac_below_after": float((d[1:] < 0).mean())}
+    first = int(np.argmax(above))
+    last = first
+    while last + 1 < above.size and above[last + 1]:
+        last += 1
+    after = d[1:][last + 1:]
+    return {"first": first + 1, "last": last + 1, "n_above": last - first + 1,
+            "frac_below_after": float((after < 0).mean()) if after.size else float("nan")}
+
+
+def paired_gain(runs: dict[str, dict[str, np.ndarray]], method: str, reference: str,
+                key: str = "reward", other: dict[str, dict[str, np.ndarray]] | None = None) -> dict[str, float]:
+    """Final ``key`` of ``method`` minus ``reference`` (taken from ``other`` when given), paired by seed.
+
+    Returns ``gain`` (mean over seeds), ``se`` (its standard error, ddof 1), ``t`` (gain / se),
+    ``won`` (seeds where ``method`` is higher) and ``n`` (seeds)."""
+    ref = (other if other is not None else runs)[reference][key][:, -1]
+    g = runs[method][key][:, -1] - ref
+    se = float(g.std(ddof=1) / np.sqrt(g.size)) if g.size > 1 else float("nan")
+    return {"gain": float(g.mean()), "se": se, "t": float(g.mean() / se) if se > 0 else float("nan"),
+            "won": int((g > 0).sum()), "n": int(g.size)}
 
 
 def clip_table(runs: dict[str, dict[str, np.ndarray]], first: int | None = None) -> pd.DataFrame:
-    """Upward / downward clip fractions by old-probability bin, pooled over seeds and the first
-    ``first`` iterations (all when ``None``)."""
+    """Clip fractions by old-probability bin, pooled over seeds and the first ``first`` iterations
+    (all when ``None``).
+
+    ``up`` is the fraction of *positive-advantage* samples clipped upwards and ``down`` the fraction
+    of *negative-advantage* samples clipped downwards (a sample can only be clipped in the direction
+    its advantage pushes, so these are the rates that mean something); ``up_all`` and ``down_all``
+    divide by every sample in the bin instead. ``samples``, ``positive``, ``negative``: counts."""
     rows = []
     for m, d in runs.items():
-        c = d["clip"][:, :first].sum(axis=(0, 1))  # [3, bins]
-        n = np.maximum(c[2], 1)
+        c = d["clip"][:, :first].sum(axis=(0, 1))  # [5, bins]
+        n, npos, nneg = (np.maximum(c[k], 1) for k in (2, 3, 4))
         for j, lab in enumerate(BIN_LABELS):
-            rows.append({"method": m, "p bin": lab, "up": c[0, j] / n[j], "down": c[1, j] / n[j],
-                         "samples": int(c[2, j])})
+            rows.append({"method": m, "p bin": lab, "up": c[0, j] / npos[j], "down": c[1, j] / nneg[j],
+                         "up_all": c[0, j] / n[j], "down_all": c[1, j] / n[j], "samples": int(c[2, j]),
+                         "positive": int(c[3, j]), "negative": int(c[4, j])})
     df = pd.DataFrame(rows)
     df["p bin"] = pd.Categorical(df["p bin"], categories=list(BIN_LABELS), ordered=True)
     return df
@@ -207,7 +313,7 @@ def train_token_policy(task: TokenChainTask, bound_fn: BoundFn, iters: int = 200
 
     Returns per-evaluation arrays (exact metrics on all prompts: ``expected_reward``, ``pass_at_g``,
     ``critical_p``, ...), the per-iteration sampled ``entropy`` and ``clip`` counts
-    ``[iters, 3, n_bins]`` by old-probability bin (last inner step). ``policy``: a warm-started
+    ``[iters, 5, n_bins]`` (rows :data:`CLIP_ROWS`) by old-probability bin (last inner step). ``policy``: a warm-started
     policy to start from (copied, not modified) instead of running :func:`warm_start` here.
     ``device`` is accepted for API symmetry; everything runs on the task's device.
     """
@@ -221,7 +327,7 @@ def train_token_policy(task: TokenChainTask, bound_fn: BoundFn, iters: int = 200
     G, n = group_size, prompts_per_iter
     evals: dict[str, list] = {"iteration": []}
     entropy = np.zeros(iters)
-    clip = np.zeros((iters, 3, len(P_BINS) - 1))
+    clip = np.zeros((iters, len(CLIP_ROWS), len(P_BINS) - 1))
 
     def evaluate(i: int) -> None:
         evals["iteration"].append(i)
@@ -246,7 +352,8 @@ def train_token_policy(task: TokenChainTask, bound_fn: BoundFn, iters: int = 200
             torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
             opt.step()
         entropy[it] = ent.mean().item()
-        clip[it] = _clip_counts(logp_old.exp(), stats["clipped_up"], stats["clipped_down"])
+        clip[it] = _clip_counts(logp_old.exp().reshape(-1), stats["clipped_up"].reshape(-1),
+                                stats["clipped_down"].reshape(-1), adv[:, None].expand_as(logp_old).reshape(-1))
         if (it + 1) % eval_every == 0 or it + 1 == iters:
             evaluate(it + 1)
     return {**{k: np.asarray(v) for k, v in evals.items()}, "entropy": entropy, "clip": clip}
@@ -255,16 +362,16 @@ def train_token_policy(task: TokenChainTask, bound_fn: BoundFn, iters: int = 200
 def run_token(methods: dict[str, BoundFn], seeds: Sequence[int], *, n_prompts: int = 128, seq_len: int = 6,
               vocab: int = 12, iters: int = 200, prompts_per_iter: int = 32, group_size: int = 16,
               inner_steps: int = 4, lr: float = 3e-3, warm_steps: int = 300, eval_every: int = 10,
-              device="cpu", progress: bool = True) -> dict[str, dict[str, np.ndarray]]:
+              hidden: int = 128, device="cpu", progress: bool = True) -> dict[str, dict[str, np.ndarray]]:
     """Every method on every seed (task, warm start and sampling seeded alike across methods; the
-    warm start is computed once per seed and shared)."""
+    warm start, with an MLP of width ``hidden``, is computed once per seed and shared)."""
     out: dict[str, dict[str, list]] = {m: {} for m in methods}
     jobs = [(m, s) for s in seeds for m in methods]
     warm: dict[int, tuple] = {}
     for m, s in tqdm(jobs, desc="token runs", leave=False, disable=not progress):
         if int(s) not in warm:
             task = TokenChainTask(n_prompts=n_prompts, seq_len=seq_len, vocab=vocab, seed=int(s), device=device)
-            warm = {int(s): (task, warm_start(task, steps=warm_steps, seed=int(s)))}
+            warm = {int(s): (task, warm_start(task, steps=warm_steps, seed=int(s), hidden=hidden))}
         task, policy = warm[int(s)]
         res = train_token_policy(task, methods[m], iters=iters, prompts_per_iter=prompts_per_iter,
                                  group_size=group_size, inner_steps=inner_steps, lr=lr, seed=int(s),
@@ -272,6 +379,13 @@ def run_token(methods: dict[str, BoundFn], seeds: Sequence[int], *, n_prompts: i
         for k, v in res.items():
             out[m].setdefault(k, []).append(v)
     return {m: {k: np.stack(v) for k, v in d.items()} for m, d in out.items()}
+
+
+def token_kwargs(cfg, **override) -> dict:
+    """The keyword arguments of :func:`run_token` taken from a :class:`~icml26.bandpo.presets.TokenPreset`."""
+    keys = ("n_prompts", "seq_len", "vocab", "iters", "prompts_per_iter", "group_size", "inner_steps", "lr",
+            "warm_steps", "eval_every", "hidden")
+    return {**{k: getattr(cfg, k) for k in keys}, **override}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -387,8 +387,14 @@ def quadratic_band(p, delta: float, kappa: float) -> tuple[Tensor, Tensor]:
 
 def probability_margins(p, lo, hi) -> tuple[Tensor, Tensor]:
     """Feasible change of the sampled token's probability: ``(p (lo - 1), p (hi - 1))``."""
-    p = _as_float_tensor(p, "p")
-    return p * (torch.as_tensor(lo) - 1.0), p * (torch.as_tensor(hi) - 1.0)
+    p = _check_p(p)
+    lo, hi = _as_float_tensor(lo, "lo"), _as_float_tensor(hi, "hi")
+    for name, x in (("lo", lo), ("hi", hi)):
+        if not torch.isfinite(x).all():
+            raise ValueError(f"{name} must be finite (no NaN or inf)")
+    if (lo > hi).any():
+        raise ValueError("lo must be <= hi everywhere")
+    return p * (lo - 1.0), p * (hi - 1.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -504,21 +510,43 @@ def clipped_surrogate_loss(logp: Tensor, logp_old: Tensor, adv: Tensor, lo, hi,
     if mask is None:
         mask = torch.ones_like(logp)
     else:
+        if not isinstance(mask, Tensor):
+            try:
+                mask = torch.as_tensor(np.asarray(mask, dtype=np.float64), device=logp.device)
+            except (TypeError, ValueError) as err:
+                raise TypeError(f"mask must be a tensor (or array) of 0/1 values, got {type(mask).__name__}") from err
         mask = mask[:, None] if squeeze and mask.dim() == 1 else mask
         if mask.shape != logp.shape:
             raise ValueError(f"mask must have the shape of logp {tuple(logp.shape)}, got {tuple(mask.shape)}")
         mask = mask.to(logp.dtype)
         if not (mask > 0).any():
             raise ValueError("mask must select at least one token (it is all zero)")
-    adv = torch.as_tensor(adv, dtype=logp.dtype, device=logp.device)
+    adv = _as_float_tensor(adv, "adv").to(dtype=logp.dtype, device=logp.device)
+    if adv.shape not in (logp.shape[:1], logp.shape, (logp.shape[0],) if squeeze else ()):
+        raise ValueError(f"adv must have shape [B] = {tuple(logp.shape[:1])} or the shape of logp "
+                         f"{tuple(logp.shape)}, got {tuple(adv.shape)}")
     A = adv[:, None] if adv.dim() == 1 else adv  # [B, 1] or [B, T]
-    lo_t = torch.as_tensor(lo, dtype=logp.dtype, device=logp.device)
-    hi_t = torch.as_tensor(hi, dtype=logp.dtype, device=logp.device)
+    lo_t = _as_float_tensor(lo, "lo").to(dtype=logp.dtype, device=logp.device)
+    hi_t = _as_float_tensor(hi, "hi").to(dtype=logp.dtype, device=logp.device)
     if squeeze:
         lo_t = lo_t[:, None] if lo_t.dim() == 1 else lo_t
         hi_t = hi_t[:, None] if hi_t.dim() == 1 else hi_t
-    if (lo_t > hi_t).any():
-        raise ValueError("lo must be <= hi everywhere")
+    for name, x in (("lo", lo_t), ("hi", hi_t)):
+        try:
+            torch.broadcast_shapes(x.shape, logp.shape)
+        except RuntimeError:
+            raise ValueError(f"{name} must broadcast to the shape of logp {tuple(logp.shape)}, "
+                             f"got {tuple(x.shape)}") from None
+    # one host sync for every value check: logp, logp_old, adv finite; lo, hi not NaN; lo <= hi
+    checks = {"logp": ~torch.isfinite(logp).all(), "logp_old": ~torch.isfinite(logp_old).all(),
+              "adv": ~torch.isfinite(adv).all(), "lo": torch.isnan(lo_t).any(), "hi": torch.isnan(hi_t).any(),
+              "mask": ~torch.isfinite(mask).all() | (mask < 0).any(), "order": (lo_t > hi_t).any()}
+    if torch.stack(list(checks.values())).any():
+        name = next(k for k, v in checks.items() if v)
+        if name == "order":
+            raise ValueError("lo must be <= hi everywhere")
+        what = {"lo": "NaN", "hi": "NaN", "mask": "NaN, infinite or negative values"}.get(name, "NaN or infinite values")
+        raise ValueError(f"{name} must not contain {what}")
 
     ratio = torch.exp(logp - logp_old.detach())  # r_{i,t}                   [B, T]
     surr = ratio * A  # r A

@@ -13,9 +13,18 @@ from .experiments import BIN_LABELS
 
 # every rule the chapter shows, in a fixed order, so a rule has the same colour in every figure
 CHAPTER_RULES = ("Clip", "Clip-Higher", "DCPO", "Band-KL", "Band-TV", "Band-chi2", "Band-KL-relax")
+WIDTH = 6.9  # inches: the 768-px column at the book's figure dpi (110)
 
 
-def _colors(names) -> dict[str, str]:
+def legend_below(fig, ax=None, ncol: int = 4, fontsize: int = 7) -> None:
+    """One legend for the figure, centred below the axes (outside the data)."""
+    ax = ax if ax is not None else fig.axes[0]
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol, fontsize=fontsize)
+
+
+def rule_colors(names) -> dict[str, str]:
+    """Palette colours for bound rules, fixed by the chapter's rule order (same rule, same colour)."""
     names = list(names)
     table = method_colors(list(CHAPTER_RULES) + [n for n in names if n not in CHAPTER_RULES])
     return {n: table[n] for n in names}
@@ -28,8 +37,8 @@ def rule_bounds(p: torch.Tensor, rules: dict) -> dict[str, tuple[np.ndarray, np.
 
 def plot_ratio_bounds(p: np.ndarray, bounds: dict, cap: float | None = 10.0):
     """Upper (log scale) and lower ratio bounds vs p, with the region r > 1/p shaded."""
-    fig, (ax_u, ax_l) = plt.subplots(1, 2, figsize=(9.6, 3.6))
-    colors = _colors(bounds)
+    fig, (ax_u, ax_l) = plt.subplots(1, 2, figsize=(6.9, 3.0))
+    colors = rule_colors(bounds)
     ax_u.fill_between(p, 1.0 / p, 1e6, color="0.85", label="r > 1/p (not a distribution)")
     for name, (lo, hi) in bounds.items():
         ax_u.plot(p, hi, color=colors[name], label=name)
@@ -44,15 +53,15 @@ def plot_ratio_bounds(p: np.ndarray, bounds: dict, cap: float | None = 10.0):
     ax_u.set_ylabel("upper ratio bound u(p)")
     ax_l.set_ylabel("lower ratio bound l(p)")
     ax_l.set_ylim(-0.02, 1.02)
-    ax_u.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
+    legend_below(fig, ax_u, ncol=4)
     return fig
 
 
 def plot_margins(p: np.ndarray, bounds: dict, p_mark: float = 0.08):
     """Probability-variation envelopes p(l-1), p(u-1) vs p, with the example p = p_mark marked."""
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    colors = _colors(bounds)
+    colors = rule_colors(bounds)
     for name, (lo, hi) in bounds.items():
         ax.plot(p, p * (hi - 1), color=colors[name], label=name)
         ax.plot(p, p * (lo - 1), color=colors[name], ls="--")
@@ -62,14 +71,14 @@ def plot_margins(p: np.ndarray, bounds: dict, p_mark: float = 0.08):
     ax.set_xlabel("old probability p of the sampled token")
     ax.set_ylabel("feasible change of the probability")
     ax.set_ylim(-0.35, 0.45)
-    ax.legend(fontsize=7, ncol=2, loc="upper left")
     fig.tight_layout()
+    legend_below(fig, ax, ncol=4)
     return fig
 
 
 def plot_parity(df: pd.DataFrame):
     """cvxpy reference vs the batched operator, both bounds, all divergences (log-log)."""
-    fig, (ax_u, ax_l) = plt.subplots(1, 2, figsize=(9.6, 3.8))
+    fig, (ax_u, ax_l) = plt.subplots(1, 2, figsize=(6.9, 3.1))
     colors = method_colors(list(df["divergence"].unique()))
     for d, g in df.groupby("divergence", sort=False):
         ax_u.scatter(g["hi_ref"], g["hi"], s=14, color=colors[d], label=d, alpha=0.8)
@@ -81,14 +90,14 @@ def plot_parity(df: pd.DataFrame):
         ax.set_ylabel(f"{lab} bound, batched operator")
     ax_u.set_xscale("log")
     ax_u.set_yscale("log")
-    ax_u.legend(fontsize=7)
     fig.tight_layout()
+    legend_below(fig, ax_u, ncol=6)
     return fig
 
 
 def plot_delta_map(p: np.ndarray, deltas: np.ndarray, hi: np.ndarray, curves: dict):
     """Heat map of log10 u*(p, delta) for Band-KL, and exact vs quadratic upper bounds."""
-    fig, (ax_h, ax_q) = plt.subplots(1, 2, figsize=(9.6, 3.8))
+    fig, (ax_h, ax_q) = plt.subplots(1, 2, figsize=(6.9, 3.1))
     im = ax_h.pcolormesh(p, deltas, np.log10(hi), shading="auto")
     fig.colorbar(im, ax=ax_h, label="log10 u*(p, delta)")
     ax_h.set_xscale("log")
@@ -104,8 +113,8 @@ def plot_delta_map(p: np.ndarray, deltas: np.ndarray, hi: np.ndarray, curves: di
     ax_q.set_yscale("log")
     ax_q.set_xlabel("old probability p")
     ax_q.set_ylabel("u - 1 (solid exact, dashed quadratic law)")
-    ax_q.legend(fontsize=7)
     fig.tight_layout()
+    legend_below(fig, ax_q, ncol=4)
     return fig
 
 
@@ -118,8 +127,8 @@ def plot_convergence(df: pd.DataFrame):
     ax.set_yscale("log")
     ax.set_xlabel("bisection iteration")
     ax.set_ylabel("max error of the iterate")
-    ax.legend(fontsize=8)
     fig.tight_layout()
+    legend_below(fig, ax, ncol=4)
     return fig
 
 
@@ -127,7 +136,7 @@ def plot_curves(runs: dict, metric: str, ylabel: str, log: bool = False, ax=None
     """Mean +/- std over seeds of a per-iteration metric for several methods (x from ``x_key``)."""
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 3.6))
-    colors = _colors(runs)
+    colors = rule_colors(runs)
     for m, d in runs.items():
         y = d[metric]
         x = d[x_key][0] if x_key else np.arange(y.shape[1])
@@ -142,9 +151,10 @@ def plot_curves(runs: dict, metric: str, ylabel: str, log: bool = False, ax=None
 
 
 def plot_clip_bins(table: pd.DataFrame, methods: list[str]):
-    """Upward and downward clip fractions by old-probability bin."""
-    fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.4), sharey=True)
-    colors = _colors(methods)
+    """Clip rates by old-probability bin: upward among positive-advantage samples (left), downward
+    among negative-advantage samples (right)."""
+    fig, axes = plt.subplots(1, 2, figsize=(6.9, 2.9), sharey=True)
+    colors = rule_colors(methods)
     x = np.arange(len(BIN_LABELS))
     w = 0.8 / len(methods)
     for ax, col in zip(axes, ("up", "down")):
@@ -153,7 +163,7 @@ def plot_clip_bins(table: pd.DataFrame, methods: list[str]):
             ax.bar(x + i * w - 0.4 + w / 2, t[col], width=w, color=colors[m], label=m)
         ax.set_xticks(x, BIN_LABELS, fontsize=8)
         ax.set_xlabel("old probability bin")
-        ax.set_ylabel(f"fraction clipped {col}wards")
-    axes[0].legend(fontsize=7)
+        ax.set_ylabel(f"fraction of {'A > 0' if col == 'up' else 'A < 0'} samples\nclipped {col}wards")
     fig.tight_layout()
+    legend_below(fig, axes[0], ncol=len(methods))
     return fig

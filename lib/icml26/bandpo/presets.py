@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from icml26.core import preset_for
 
@@ -17,22 +17,35 @@ class OperatorPreset:
     n_timing_tokens: int = 100_000  # tokens for the batched-operator timing
     n_map: int = 60  # radii in the delta heat map
 
+    def dry_run(self) -> OperatorPreset:
+        """Loop counts cut (cvxpy solves, radii); the p grid kept. The timing batch is cut to the book's
+        100k tokens: it is a workload, not a shape (the same code path at any length), and 1e7 tokens of
+        float32 bisection take minutes on a CPU."""
+        return replace(self, n_parity=2, n_map=4, n_timing_tokens=min(self.n_timing_tokens, 100_000))
+
 
 @dataclass(frozen=True)
 class BanditPreset:
     """Notebook 2: head-tail bandit (spec Sec. 7)."""
 
     seed: int = 0
-    n_seeds: int = 5
+    n_seeds: int = 15  # stacked replicas of one batched run: paired margins need more than 5
     iters: int = 150
     n_contexts: int = 64
     n_actions: int = 16
     group_size: int = 16
-    inner_steps: int = 8
+    inner_steps: int = 8  # with lr 0.1: the regime in which the bound rules differ (see notebook 2)
     lr: float = 0.1
+    dual_clip: float | None = 10.0  # the official recipes' dual-clip constant
     deltas: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2)
+    epsilons: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3)  # Clip's sweep, as wide as the delta sweep
+    gentle: tuple[tuple[int, float], ...] = ((4, 0.1), (8, 0.05))  # (inner_steps, lr) of the regime control
     early_iters: int = 30  # window of the clip diagnostics
     control_iters: int = 20  # iterations of the inner_steps = 1 control
+
+    def dry_run(self) -> BanditPreset:
+        """Loop counts cut (seeds, iterations), sizes kept (contexts, actions, group, inner steps)."""
+        return replace(self, n_seeds=2, iters=6, early_iters=3, control_iters=2)  # iters > 5: entropy @ 5
 
 
 @dataclass(frozen=True)
@@ -49,29 +62,50 @@ class TokenPreset:
     group_size: int = 16
     inner_steps: int = 4
     lr: float = 3e-3
-    warm_steps: int = 300
+    warm_steps: int = 300  # keep warm_steps / n_prompts >= 300 / 128 (tests/test_bandpo.py)
     eval_every: int = 10
+    hidden: int = 128  # width of the MLP policy
+
+    def dry_run(self) -> TokenPreset:
+        """Loop counts cut (seeds, iterations, warm-start steps), sizes kept (prompts, widths, batch)."""
+        return replace(self, n_seeds=1, iters=2, warm_steps=5, eval_every=1)
+
+
+@dataclass(frozen=True)
+class ChapterPresets:
+    """The chapter's three presets at one scale; ``presets["bandit"]`` works like a dict."""
+
+    operator: OperatorPreset
+    bandit: BanditPreset
+    token: TokenPreset
+
+    def __getitem__(self, key: str):
+        if key not in ("operator", "bandit", "token"):
+            raise KeyError(f"key must be 'operator', 'bandit' or 'token', got {key!r}")
+        return getattr(self, key)
+
+    def dry_run(self) -> ChapterPresets:
+        """Every notebook's preset with its loop counts cut (``ICML26_DRY=1``)."""
+        return ChapterPresets(self.operator.dry_run(), self.bandit.dry_run(), self.token.dry_run())
 
 
 PRESETS = {
-    "smoke": {
-        "operator": OperatorPreset(n_parity=4, n_grid=199, n_timing_tokens=10_000, n_map=12),
-        "bandit": BanditPreset(n_seeds=1, iters=20, control_iters=5, early_iters=10),
-        "token": TokenPreset(n_seeds=1, iters=20, warm_steps=150, eval_every=5),
-    },
-    "book": {
-        "operator": OperatorPreset(),
-        "bandit": BanditPreset(),
-        "token": TokenPreset(),
-    },
-    "gpu": {
-        "operator": OperatorPreset(n_timing_tokens=10_000_000),
-        "bandit": BanditPreset(n_seeds=10, n_contexts=4096),
-        "token": TokenPreset(n_seeds=5, n_prompts=2048),
-    },
+    "smoke": ChapterPresets(
+        OperatorPreset(n_parity=4, n_grid=199, n_timing_tokens=10_000, n_map=12),
+        BanditPreset(n_seeds=2, iters=10, control_iters=3, early_iters=5),
+        TokenPreset(n_seeds=1, iters=20, warm_steps=150, eval_every=5),
+    ),
+    "book": ChapterPresets(OperatorPreset(), BanditPreset(), TokenPreset()),
+    # gpu: the token task keeps the book's ratios warm_steps / n_prompts and prompts_per_iter / n_prompts
+    # (2048 prompts with 300 warm steps cannot learn the chains; 512 with 1200 can)
+    "gpu": ChapterPresets(
+        OperatorPreset(n_timing_tokens=10_000_000),
+        BanditPreset(n_seeds=15, n_contexts=4096),
+        TokenPreset(n_seeds=5, n_prompts=512, warm_steps=1200, prompts_per_iter=128),
+    ),
 }
 
 
-def preset(scale: str | None = "book") -> dict:
-    """The chapter's presets at ``scale``: ``{"operator": ..., "bandit": ..., "token": ...}``."""
+def preset(scale: str | None = "book") -> ChapterPresets:
+    """The chapter's presets at ``scale``: ``preset(scale)["operator" | "bandit" | "token"]``."""
     return preset_for(PRESETS, scale)

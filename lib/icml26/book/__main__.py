@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
-from ..core.scale import SCALES
+from ..core.scale import DRY_ENV, SCALES
 from .checks import check_notebook, nbval
 from .execute import execute_one, run, summary_table
 from .site import build
@@ -27,13 +29,18 @@ def _scale(value: str) -> str:
 
 
 def _positive(value: str) -> int:
+    # argparse turns this error into "argument --jobs: expected a positive integer, got '0'"
     try:
         number = int(value)
     except ValueError:
-        raise BookError(f"expected a positive integer, got {value!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
     if number < 1:
-        raise BookError(f"expected a positive integer, got {value!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
     return number
+
+
+def _terminate(signum, frame):  # SIGTERM unwinds like Ctrl-C, so running notebooks are killed
+    raise SystemExit(128 + signum)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--cell-timeout", type=_positive, default=900)
         cmd.add_argument("--timeout", type=_positive, default=1800, help="seconds per notebook")
         cmd.add_argument("--no-strict", action="store_true", help="build: do not turn warnings into errors")
+        if name == "run":
+            cmd.add_argument("--dry", action="store_true",
+                             help=f"with --scale gpu: a dry run ({DRY_ENV}=1: loop counts cut, no claim "
+                                  "asserted), executed into _build/executed/gpu-dry")
     worker = sub.add_parser("_execute")
     worker.add_argument("src", type=Path)
     worker.add_argument("out", type=Path)
@@ -71,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
             report = execute_one(args.src, args.out, args.scale, args.cwd, args.cell_timeout)
             print(json.dumps(report))
             return 1 if report["error"] else 0
+        if getattr(args, "dry", False):
+            if args.scale != "gpu":
+                raise BookError(f"--dry needs --scale gpu, got --scale {args.scale}")
+            os.environ[DRY_ENV] = "1"
         root = find_root()
         notebooks = select(root, args.chapter, args.notebook)
         if args.command == "check":
@@ -78,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(problems) or f"{len(notebooks)} notebook source(s) pass the checks")
             return 1 if problems else 0
         if args.command in ("run", "all"):
+            problems = [p for nb in notebooks for p in check_notebook(nb)]
+            if problems:  # the same checks as `check`, before anything runs
+                raise BookError(f"{len(problems)} problem(s) in the sources: {'; '.join(problems)}")
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, _terminate)
             results = run(root, notebooks, args.scale, jobs=args.jobs, force=args.force,
                           cell_timeout=args.cell_timeout, total_timeout=args.timeout)
             print(summary_table(results))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -42,11 +43,30 @@ def _options_and_body(cell: str) -> tuple[str, str]:
     return "\n".join(opts), "\n".join(ln for ln in lines if not ln.startswith(":"))
 
 
+def syntax_error(body: str) -> str:
+    """'' when a code cell's body is valid Python (IPython magics and shell escapes aside),
+    else the error as 'line N: message'."""
+    if body.lstrip().startswith("%%"):
+        return ""  # a cell magic: the body is not Python
+    lines = [ln[: len(ln) - len(ln.lstrip())] + "pass" if ln.lstrip().startswith(("%", "!")) else ln
+             for ln in body.splitlines()]
+    try:
+        compile("\n".join(lines), "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    except SyntaxError as exc:
+        return f"line {exc.lineno}: {exc.msg}"
+    return ""
+
+
 def check_notebook(nb: Notebook) -> list[str]:
-    """Problems with one notebook source: no parameters cell setting SCALE, a ledger that is never
-    asserted, or a checked cell that prints something non-deterministic by construction."""
+    """Problems with one notebook source: a code cell that is not valid Python, no parameters cell
+    setting SCALE, a ledger that is never asserted, or a checked cell that prints something
+    non-deterministic by construction."""
     problems = []
     cells = [_options_and_body(c) for c in code_cells(nb.source())]
+    for number, (_, body) in enumerate(cells, start=1):
+        error = syntax_error(body)
+        if error:
+            problems.append(f"{nb.rel}: code cell {number} is not valid Python ({error})")
     params = [body for opts, body in cells if "parameters" in opts]
     if not params:
         problems.append(f"{nb.rel}: no code cell tagged 'parameters'")

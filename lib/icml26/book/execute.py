@@ -3,22 +3,45 @@
 Each notebook runs in its own worker process (``python -m icml26.book _execute``), so that its
 peak memory can be read from the kernel it started and its environment (threads, scale, ledger
 folder) is its own.
+
+**Safe under concurrency.** Two runs of the same notebook at the same scale (two terminals, or
+a run and a build) take turns: a per-notebook lock (``fcntl.flock`` on ``<name>.lock`` beside the
+executed notebook) is held while the notebook executes and while its results are committed, and
+a second run that waited finds the first one's result in the cache. The worker writes into a
+private folder; the executed notebook, its ledger folder and its run record are then moved into
+place under the lock, and the record holds the SHA-256 of the notebook it describes, so a record
+can only certify the output it was written for.
+
+**No process left behind.** Every worker carries a unique token in its environment, which the
+kernel and everything a cell starts inherit. On every exit path (success, failure, ``--timeout``,
+an interrupt or SIGTERM of the runner) the worker's process tree and every process holding the
+token are killed with SIGKILL, so a child that ignores SIGTERM, or one that called ``setsid``, does
+not survive its notebook.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from ..core.scale import DRY_ENV, dry_run_enabled
 from .sources import Notebook, content_hash
+
+TOKEN_ENV = "ICML26_RUN_TOKEN"
 
 
 @dataclass
@@ -39,6 +62,12 @@ class Result:
         return not self.error
 
 
+def run_label(scale: str) -> str:
+    """The folder name of a run: the scale, or ``gpu-dry`` for a dry run of the gpu scale
+    (``ICML26_DRY=1``), whose outputs must never be taken for the real gpu scale's."""
+    return f"{scale}-dry" if scale == "gpu" and dry_run_enabled() else scale
+
+
 def executed_path(root: Path, nb: Notebook, scale: str) -> Path:
     return root / "_build" / "executed" / scale / nb.rel.with_suffix(".ipynb")
 
@@ -51,6 +80,10 @@ def _meta_path(out: Path) -> Path:
     return out.with_suffix(".run.json")
 
 
+def _lock_path(out: Path) -> Path:
+    return out.with_suffix(".lock")
+
+
 def _claims(folder: Path) -> tuple[int, int]:
     held = total = 0
     for file in sorted(folder.glob("*.json")):
@@ -61,10 +94,21 @@ def _claims(folder: Path) -> tuple[int, int]:
     return held, total
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def one_line(text: str, limit: int = 600) -> str:
+    """An error message on one line: its non-empty lines joined with '; ', shortened to ``limit``."""
+    line = "; ".join(part.strip() for part in str(text).splitlines() if part.strip())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def execute_one(src: Path, out: Path, scale: str, cwd: Path, cell_timeout: int) -> dict:
     """Worker: convert ``src`` with jupytext, run it with papermill; returns a JSON-able report."""
     import jupytext
     import papermill as pm
+    from nbclient.exceptions import CellTimeoutError
     from papermill.exceptions import PapermillExecutionError
 
     notebook = jupytext.read(src)
@@ -82,22 +126,146 @@ def execute_one(src: Path, out: Path, scale: str, cwd: Path, cell_timeout: int) 
             )
         except PapermillExecutionError as exc:
             first = exc.source.strip().splitlines()[0] if exc.source.strip() else ""
-            error = f"cell {exc.exec_count} ({first[:60]!r}): {exc.ename}: {exc.evalue}"
-        except Exception as exc:  # kernel died, timeout, bad notebook
-            error = f"{type(exc).__name__}: {exc}"
+            error = f"cell {exc.exec_count} ({first[:60]!r}): {exc.ename}: {one_line(exc.evalue)}"
+        except CellTimeoutError as exc:
+            lines = [ln.strip() for ln in str(exc).splitlines()]
+            preview = lines[lines.index("-------------------") + 1] if "-------------------" in lines[:-1] else ""
+            error = f"a cell ran longer than --cell-timeout {cell_timeout} s" + (f" ({preview[:60]!r})" if preview else "")
+        except Exception as exc:  # kernel died, bad notebook
+            error = f"{type(exc).__name__}: {one_line(exc)}"
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     peak_mib = peak / 2**20 if sys.platform == "darwin" else peak / 1024
     return {"seconds": seconds, "peak_mib": peak_mib, "error": error}
 
 
-def _run_worker(root: Path, nb: Notebook, scale: str, threads: int, cell_timeout: int,
-                total_timeout: int) -> Result:
-    out = executed_path(root, nb, scale)
-    ledger = ledger_dir(root, nb, scale)
-    ledger.mkdir(parents=True, exist_ok=True)
-    for stale in ledger.glob("*.json"):
-        stale.unlink()
+# -- processes -------------------------------------------------------------------------------------
+def _tagged(token: str) -> list:
+    """This user's processes whose environment carries ``token``."""
+    import psutil
+
+    found = []
+    uid = os.getuid()
+    for proc in psutil.process_iter(["uids"]):
+        try:
+            if proc.pid == os.getpid() or (proc.info["uids"] and proc.info["uids"].real != uid):
+                continue
+            if proc.environ().get(TOKEN_ENV) == token:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def _alive(proc) -> bool:
+    import psutil
+
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def kill_tree(pid: int | None, token: str | None) -> int:
+    """SIGKILL the process ``pid``, its descendants, and every process whose environment holds
+    ``token`` (what escaped the tree by ``setsid`` or reparenting). Returns how many were killed."""
+    import psutil
+
+    killed = 0
+    for _ in range(5):  # a process may fork while the others die
+        victims = {}
+        if pid is not None:
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process(pid)
+                for proc in [root, *root.children(recursive=True)]:
+                    victims[proc.pid] = proc
+        if token:
+            victims.update({p.pid: p for p in _tagged(token)})
+        victims = {k: p for k, p in victims.items() if _alive(p)}
+        if not victims:
+            break
+        for proc in victims.values():
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+                killed += 1
+        psutil.wait_procs(list(victims.values()), timeout=5)
+    return killed
+
+
+_LIVE: dict[str, subprocess.Popen] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+def _kill_live() -> None:
+    with _LIVE_LOCK:
+        live = list(_LIVE.items())
+    for token, proc in live:
+        kill_tree(proc.pid, token)
+
+
+# -- the cache -------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _locked(out: Path, *, wait: bool = True, echo=None, name: str = ""):
+    """Hold the notebook's lock; with ``wait=False`` yield False at once when another run holds it."""
+    path = _lock_path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                yield False
+                return
+            if echo is not None:
+                echo(f"[waiting] {name}: another run is executing it")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _cached(out: Path, key: str) -> Result | None:
+    """The recorded result when the notebook is up to date and its record describes this very file."""
+    meta = _meta_path(out)
+    if not (out.exists() and meta.exists()):
+        return None
+    try:
+        previous = json.loads(meta.read_text())
+    except (json.JSONDecodeError, OSError):
+        return None
+    if previous.get("hash") != key or previous.get("error") or previous.get("output_sha256") != _sha256(out):
+        return None
+    names = {f.name for f in fields(Result)}
+    return Result(**{k: v for k, v in previous.items() if k in names} | {"cached": True})
+
+
+def _commit(root: Path, nb: Notebook, label: str, key: str, work: Path, result: Result) -> None:
+    """Move a finished run's notebook and ledger into place and write its record (under the lock)."""
+    out = executed_path(root, nb, label)
+    ledger = ledger_dir(root, nb, label)
+    produced = work / out.name
+    if produced.exists():
+        os.replace(produced, out)
+    elif out.exists():
+        out.unlink()  # no output: a stale notebook must not stay beside this run's record
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    if ledger.exists():
+        os.replace(ledger, work / "previous-ledger")
+    os.replace(work / "ledger", ledger)
+    record = {**asdict(result), "hash": key, "output_sha256": _sha256(out) if out.exists() else ""}
+    tmp = _meta_path(out).with_suffix(f".{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(record, indent=1))
+    os.replace(tmp, _meta_path(out))
+
+
+def _run_worker(root: Path, nb: Notebook, scale: str, label: str, threads: int, cell_timeout: int,
+                total_timeout: int, work: Path) -> Result:
+    """Execute one notebook into ``work`` (its notebook and ``ledger/``); never leaves a process behind."""
+    out = work / executed_path(root, nb, label).name
+    ledger = work / "ledger"
+    ledger.mkdir(parents=True)
+    token = uuid.uuid4().hex
     env = dict(os.environ)
     env.update(
         ICML26_SCALE=scale,
@@ -109,67 +277,122 @@ def _run_worker(root: Path, nb: Notebook, scale: str, threads: int, cell_timeout
         MPLBACKEND="module://matplotlib_inline.backend_inline",
         # progress bars are for readers at a keyboard, not for the rendered book
         TQDM_DISABLE=env.get("TQDM_DISABLE", "1"),
+        **{TOKEN_ENV: token},
     )
+    if label.endswith("-dry"):
+        env[DRY_ENV] = "1"
+    else:
+        env.pop(DRY_ENV, None)
     cmd = [sys.executable, "-m", "icml26.book", "_execute", str(nb.path), str(out),
            "--scale", scale, "--cwd", str(nb.path.parent), "--cell-timeout", str(cell_timeout)]
     start = time.perf_counter()
+    report: dict = {}
+    # Files, not pipes: a process a cell left behind may hold the worker's stdout open.
+    stdout_path, stderr_path = work / "worker.out", work / "worker.err"
+    with open(stdout_path, "w") as stdout_file, open(stderr_path, "w") as stderr_file:
+        proc = subprocess.Popen(cmd, env=env, stdout=stdout_file, stderr=stderr_file, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    with _LIVE_LOCK:
+        _LIVE[token] = proc
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=total_timeout)
-        lines = proc.stdout.strip().splitlines()
-        report = json.loads(lines[-1]) if lines else {}
-        if proc.returncode != 0 and not report.get("error"):
-            report["error"] = (proc.stderr.strip().splitlines() or ["worker failed"])[-1]
-    except subprocess.TimeoutExpired:
-        report = {"error": f"timed out after {total_timeout} s"}
-    except json.JSONDecodeError:
-        report = {"error": "worker printed no report"}
+        try:
+            proc.wait(timeout=total_timeout)
+        except subprocess.TimeoutExpired:
+            report = {"error": f"the notebook ran longer than --timeout {total_timeout} s"}
+        else:
+            stdout, stderr = stdout_path.read_text(), stderr_path.read_text()
+            lines = stdout.strip().splitlines()
+            try:
+                report = json.loads(lines[-1]) if lines else {}
+            except json.JSONDecodeError:
+                report = {}
+            if proc.returncode != 0 and not report.get("error"):
+                tail = stderr.strip().splitlines()
+                report["error"] = one_line(tail[-1] if tail else f"worker exited with status {proc.returncode}")
+    finally:
+        kill_tree(proc.pid, token)
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=5)
+        with _LIVE_LOCK:
+            _LIVE.pop(token, None)
     held, total = _claims(ledger)
-    result = Result(nb.name, scale, report.get("seconds", time.perf_counter() - start),
-                    report.get("peak_mib", float("nan")), held, total, False, report.get("error", ""))
-    return result
+    return Result(nb.name, label, report.get("seconds", time.perf_counter() - start),
+                  report.get("peak_mib", float("nan")), held, total, False, report.get("error", ""))
+
+
+def _execute(root: Path, nb: Notebook, scale: str, label: str, key: str, force: bool, threads: int,
+             cell_timeout: int, total_timeout: int, echo, aborted: threading.Event) -> Result:
+    out = executed_path(root, nb, label)
+    with _locked(out, echo=echo, name=nb.name):
+        if not force:
+            hit = _cached(out, key)
+            if hit is not None:  # another run executed it while this one waited
+                return hit
+        tmp_root = root / "_build" / "tmp"
+        tmp_root.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix="run-", dir=tmp_root))
+        try:
+            result = _run_worker(root, nb, scale, label, threads, cell_timeout, total_timeout, work)
+            if aborted.is_set():
+                result.error = result.error or "interrupted"
+            else:
+                _commit(root, nb, label, key, work, result)
+            return result
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def run(root: Path, notebooks: list[Notebook], scale: str, *, jobs: int = 1, force: bool = False,
         cell_timeout: int = 600, total_timeout: int = 1800, cores: int | None = None,
         echo=print) -> list[Result]:
-    """Execute ``notebooks`` at ``scale`` (cache hits are skipped); returns one result each."""
+    """Execute ``notebooks`` at ``scale`` (cache hits are skipped); returns one result each.
+
+    With ``ICML26_DRY=1`` and scale ``gpu`` the outputs go to ``_build/executed/gpu-dry`` (see
+    :func:`run_label`).
+    """
     cores = cores or os.cpu_count() or 1
     threads = max(1, cores // max(1, jobs))
+    label = run_label(scale)
     results: list[Result] = []
     todo: list[tuple[Notebook, str]] = []
     for nb in notebooks:
-        key = content_hash(nb, scale)
-        out = executed_path(root, nb, scale)
-        meta = _meta_path(out)
-        if not force and out.exists() and meta.exists():
-            previous = json.loads(meta.read_text())
-            if previous.get("hash") == key and not previous.get("error"):
-                previous.update(cached=True)
-                previous.pop("hash", None)
-                results.append(Result(**previous))
-                echo(f"[cached]  {nb.name} ({scale})")
-                continue
+        key = content_hash(nb, label)
+        out = executed_path(root, nb, label)
+        hit = None
+        if not force:
+            with _locked(out, wait=False) as free:
+                hit = _cached(out, key) if free else None
+        if hit is not None:
+            results.append(hit)
+            echo(f"[cached]  {nb.name} ({label})")
+            continue
         todo.append((nb, key))
     if not todo:
-        echo(f"nothing to execute: all {len(results)} notebook(s) are up to date at scale {scale}")
+        echo(f"nothing to execute: all {len(results)} notebook(s) are up to date at scale {label}")
         return results
-    echo(f"executing {len(todo)} notebook(s) at scale {scale} with {jobs} job(s), {threads} thread(s) each")
+    echo(f"executing {len(todo)} notebook(s) at scale {label} with {jobs} job(s), {threads} thread(s) each")
     started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(_run_worker, root, nb, scale, threads, cell_timeout, total_timeout): (nb, key)
-                   for nb, key in todo}
+    aborted = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
+        futures = {pool.submit(_execute, root, nb, scale, label, key, force, threads, cell_timeout,
+                               total_timeout, echo, aborted): nb for nb, key in todo}
         for future in as_completed(futures):
-            nb, key = futures[future]
+            nb = futures[future]
             result = future.result()
             results.append(result)
             elapsed = time.perf_counter() - started
-            status = "ok    " if result.ok else "FAILED"
-            echo(f"[{status}]  {nb.name} ({scale}) {result.seconds:6.1f} s  [elapsed {elapsed:6.1f} s]")
-            if result.ok:
-                meta = _meta_path(executed_path(root, nb, scale))
-                meta.write_text(json.dumps({**asdict(result), "hash": key}, indent=1))
-            else:
+            status = "cached" if result.cached else ("ok    " if result.ok else "FAILED")
+            echo(f"[{status}]  {nb.name} ({label}) {result.seconds:6.1f} s  [elapsed {elapsed:6.1f} s]")
+            if not result.ok:
                 echo(f"          {nb.rel}: {result.error}")
+    except BaseException:
+        aborted.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        _kill_live()
+        raise
+    finally:
+        pool.shutdown(wait=True)
     order = {nb.name: i for i, nb in enumerate(notebooks)}
     results.sort(key=lambda r: order.get(r.name, 0))
     return results
@@ -178,12 +401,12 @@ def run(root: Path, notebooks: list[Notebook], scale: str, *, jobs: int = 1, for
 def summary_table(results: list[Result]) -> str:
     """The closing table: notebook, scale, seconds, peak memory, claims held, cache."""
     width = max([44] + [len(r.name) for r in results])
-    header = f"{'notebook':{width}s} {'scale':6s} {'seconds':>8s} {'peak MiB':>9s} {'claims':>7s}  status"
+    header = f"{'notebook':{width}s} {'scale':7s} {'seconds':>8s} {'peak MiB':>9s} {'claims':>7s}  status"
     lines = [header, "-" * len(header)]
     for r in results:
         claims = f"{r.claims_held}/{r.claims_total}"
         status = "cached" if r.cached else ("ok" if r.ok else "FAILED")
-        lines.append(f"{r.name:{width}s} {r.scale:6s} {r.seconds:8.1f} {r.peak_mib:9.0f} {claims:>7s}  {status}")
+        lines.append(f"{r.name:{width}s} {r.scale:7s} {r.seconds:8.1f} {r.peak_mib:9.0f} {claims:>7s}  {status}")
     total = sum(r.seconds for r in results if not r.cached)
     lines.append(f"{len(results)} notebook(s), {sum(not r.ok for r in results)} failed, "
                  f"{sum(r.cached for r in results)} cached, {total:.1f} s of execution")

@@ -14,50 +14,25 @@ from pathlib import Path
 import yaml
 
 from .execute import executed_path
+from .pages import (
+    CARDS_MARKER,
+    TEACHERS_MARKER,
+    WEEKS_MARKER,
+    book_chapters,
+    compute_markdown,
+    landing_markdown,
+    ledger_markdown,
+    teachers_markdown,
+    update_timings,
+    week_plan_markdown,
+)
 from .sources import BookError, discover
+from .tidy import tidy_notebook
 
 LEDGER_MARKER = "<!-- reproduction-ledger -->"
 _SKIP = {"_build", ".venv", ".git", "__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".ruff_cache"}
 _COPY = ("_config.yml", "_toc.yml", "references.bib")
-
-
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def ledger_markdown(root: Path, scale: str, listed: set[Path] | None = None) -> str:
-    """Every chapter's claims as one Markdown table per chapter, from the run's JSON files
-    (``_build/ledger/<scale>/<chapter>/<notebook>/``); with ``listed``, only notebooks in the book."""
-    folder = root / "_build" / "ledger" / scale
-    files = sorted(folder.rglob("*.json")) if folder.is_dir() else []
-    if listed is not None:
-        def in_book(file: Path) -> bool:
-            chapter, stem = file.parent.parent.name, file.parent.name
-            base = root / "front" if chapter == "front" else root / "chapters" / chapter
-            return (base / stem).resolve() in listed
-
-        files = [f for f in files if in_book(f)]
-    if not files:
-        return f"No notebook has recorded claims at scale `{scale}` yet."
-    by_chapter: dict[str, list[dict]] = {}
-    for file in files:
-        payload = json.loads(file.read_text())
-        by_chapter.setdefault(payload["chapter"], []).extend(payload["claims"])
-    counts = {k: sum(c["status"] == "holds" for c in v) for k, v in by_chapter.items()}
-    checked = {k: sum(c["status"] in ("holds", "fails") for c in v) for k, v in by_chapter.items()}
-    out = [f"Scale of this build: `{scale}`.", "",
-           "| chapter | claims checked | hold |", "|---|---|---|"]
-    out += [f"| {k} | {checked[k]} | {counts[k]} |" for k in sorted(by_chapter)]
-    for chapter in sorted(by_chapter):
-        out += ["", f"## {chapter}", "",
-                "| notebook | claim | paper | this book | bar | status |", "|---|---|---|---|---|---|"]
-        for c in by_chapter[chapter]:
-            measured = c["measured"]
-            if isinstance(measured, float):
-                measured = f"{measured:.4g}"
-            out.append("| " + " | ".join(_cell(x) for x in (
-                c["notebook"], c["name"], c["paper"], measured, c["bar"], c["status"])) + " |")
-    return "\n".join(out)
+_STATIC = "_static"
 
 
 _MD_LINK = re.compile(r"\]\(([^)#\s]+)\.md(#[^)\s]*)?\)")
@@ -74,29 +49,96 @@ def _relink(text: str, folder: Path, notebooks: set[Path]) -> str:
     return _MD_LINK.sub(swap, text)
 
 
-_WIDGET = "application/vnd.jupyter.widget-view+json"
-
-
-def _tidy_outputs(src: Path, target: Path) -> None:
-    """Copy an executed notebook for rendering, dropping what a static page cannot show:
-    progress-bar widgets (no widget state is saved) and, in figure cells, the text repr of a
-    trailing expression (a figure cell must hold one figure for its caption and label)."""
-    nb = json.loads(src.read_text())
-    for cell in nb["cells"]:
-        if cell.get("cell_type") != "code":
-            continue
-        is_figure = "figure" in cell.get("metadata", {}).get("mystnb", {})
-        kept = []
-        for out in cell.get("outputs", []):
-            data = out.get("data", {})
-            if _WIDGET in data:
-                continue
-            if is_figure and out.get("output_type") == "execute_result" and set(data) == {"text/plain"}:
-                continue
-            kept.append(out)
-        cell["outputs"] = kept
+def _tidy_outputs(src: Path, target: Path, repo_url: str = "") -> None:
+    """Copy an executed notebook for rendering and download (see :mod:`icml26.book.tidy`)."""
+    nb = tidy_notebook(json.loads(src.read_text()), repo_url)
     target.write_text(json.dumps(nb))
     shutil.copystat(src, target)
+
+
+def repository_url(root: Path) -> str:
+    """The book's repository URL from ``_config.yml`` (``repository: url:``); empty when unset."""
+    config = yaml.safe_load((root / "_config.yml").read_text()) or {}
+    return str((config.get("repository") or {}).get("url") or "").strip()
+
+
+CLONE_MARKER = "<!-- clone-command -->"
+
+
+def clone_markdown(repo_url: str) -> str:
+    """What "Running the book" says about getting the sources."""
+    if repo_url:
+        name = repo_url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git") or "book"
+        return (f"```bash\ngit clone {repo_url}\ncd {name}\nmake book\n```")
+    return ("The repository's public address is not set yet (`repository: url:` in `_config.yml` is "
+            "empty). From a copy of the sources, install the package in editable mode with "
+            "`pip install -e .` (or run `make book`, which does it in `.venv`).")
+
+
+def configure(config: dict, repo_url: str) -> dict:
+    """Turn the repository, issue and launch buttons on when the repository URL is set."""
+    html_cfg = config.setdefault("html", {})
+    # an unset mode makes the theme log "Got invalid theme mode" on a reader's first visit
+    sphinx_cfg = config.setdefault("sphinx", {}).setdefault("config", {})
+    sphinx_cfg.setdefault("html_context", {}).setdefault("default_mode", "auto")
+    launch = config.setdefault("launch_buttons", {})
+    if repo_url:
+        repo = config.setdefault("repository", {})
+        repo["url"] = repo_url
+        repo.setdefault("branch", "main")
+        html_cfg.update(use_repository_button=True, use_issues_button=True)
+        launch.setdefault("colab_url", "https://colab.research.google.com")
+        launch.setdefault("binderhub_url", "https://mybinder.org")
+    else:
+        config.pop("repository", None)
+        html_cfg.update(use_repository_button=False, use_issues_button=False, use_edit_page_button=False)
+        launch.update(colab_url="", binderhub_url="", thebe=False)
+    return config
+
+
+_FRONT_BOOK = re.compile(r"\A---\s*\n(?:#[^\n]*\n)*book:\n(?:[ \t]+[^\n]*\n)+---\s*\n")
+
+
+def extract_teaser(dest: Path, slug: str, name: str | None) -> tuple[str, str] | None:
+    """Copy the PNG of the figure called ``name`` from the chapter's staged notebooks to
+    ``_static/teasers/<slug>.png``; returns (path from the book's root, caption as alt text)."""
+    if not name:
+        return None
+    import base64
+
+    from .tidy import _plain
+
+    for path in sorted((dest / "chapters" / slug).glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            figure = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
+            if figure.get("name") != name:
+                continue
+            for out in cell.get("outputs", []):
+                png = out.get("data", {}).get("image/png")
+                if png:
+                    target = dest / "_static" / "teasers" / f"{slug}.png"
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(base64.b64decode("".join(png) if isinstance(png, list) else png))
+                    return f"_static/teasers/{slug}.png", _plain(figure.get("caption", "")) or name
+    return None
+
+
+_COMPUTE_MARKER = "<!-- compute-table -->"
+_H2 = re.compile(r"^## .*$", re.M)
+
+
+def insert_compute(text: str, table: str) -> str:
+    """Put the measured compute table at the marker, else at the end of the chapter's
+    "Compute" section (the first level-2 heading naming compute), else leave the page alone."""
+    if _COMPUTE_MARKER in text:
+        return text.replace(_COMPUTE_MARKER, table)
+    heads = list(_H2.finditer(text))
+    for i, head in enumerate(heads):
+        if "compute" in head.group(0).lower():
+            end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+            block = "\n\n**Measured per notebook**\n\n" + table.strip() + "\n\n"
+            return text[:end].rstrip() + block + text[end:]
+    return text
 
 
 def _bibfiles(root: Path) -> list[str]:
@@ -142,6 +184,9 @@ def stage(root: Path, scale: str) -> Path:
     for name in _COPY:
         if (root / name).exists():
             shutil.copy2(root / name, dest / name)
+    if (root / _STATIC).is_dir():
+        shutil.copytree(root / _STATIC, dest / _STATIC)
+    repo_url = repository_url(root)
     for top in sorted(root.iterdir()):
         if top.suffix == ".md" and top.name not in ("README.md", "CONTRIBUTING.md"):
             shutil.copy2(top, dest / top.name)
@@ -152,7 +197,8 @@ def stage(root: Path, scale: str) -> Path:
             target = dest / src.relative_to(root)
             target.parent.mkdir(parents=True, exist_ok=True)
             if src.resolve() in notebooks:
-                _tidy_outputs(executed_path(root, notebooks[src.resolve()], scale), target.with_suffix(".ipynb"))
+                _tidy_outputs(executed_path(root, notebooks[src.resolve()], scale), target.with_suffix(".ipynb"),
+                              repo_url)
             elif src.suffix == ".md" and src.resolve().with_suffix("") not in listed:
                 continue  # not in the book (yet)
             elif src.suffix == ".md":
@@ -166,7 +212,31 @@ def stage(root: Path, scale: str) -> Path:
     config = yaml.safe_load((root / "_config.yml").read_text())
     config["bibtex_bibfiles"] = _bibfiles(root)
     config.setdefault("exclude_patterns", []).extend(["lib/**", "data/**"])
+    configure(config, repo_url)
+    extensions = config.setdefault("sphinx", {}).setdefault("extra_extensions", [])
+    if "icml26.book.numbering" not in extensions:
+        extensions.append("icml26.book.numbering")  # figures, theorems, exercises numbered per chapter
     (dest / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    for page in dest.rglob("*.md"):
+        text = page.read_text()
+        if CLONE_MARKER in text:
+            page.write_text(text.replace(CLONE_MARKER, clone_markdown(repo_url)))
+    timings = update_timings(root)  # every scale's current runs, not only this build's
+    teasers = {}
+    for chapter in book_chapters(root):
+        index = dest / "chapters" / chapter.slug / "index.md"
+        if index.exists():
+            text = _FRONT_BOOK.sub("", index.read_text(), count=1)  # the card metadata is not for Sphinx
+            index.write_text(insert_compute(text, compute_markdown(chapter, timings)))
+        teaser = extract_teaser(dest, chapter.slug, chapter.meta.get("teaser"))
+        if teaser:
+            teasers[chapter.slug] = teaser
+    for rel, marker, make in (("intro.md", CARDS_MARKER, lambda: landing_markdown(root, timings, teasers)),
+                              ("front/teachers.md", TEACHERS_MARKER, lambda: teachers_markdown(root, timings)),
+                              ("front/teachers.md", WEEKS_MARKER, lambda: week_plan_markdown(root))):
+        page = dest / rel
+        if page.exists() and marker in page.read_text():
+            page.write_text(page.read_text().replace(marker, make()))
     page = dest / "front" / "ledger.md"
     if page.exists():
         text = page.read_text()
@@ -174,6 +244,21 @@ def stage(root: Path, scale: str) -> Path:
             raise BookError(f"front/ledger.md lacks the marker {LEDGER_MARKER}")
         page.write_text(text.replace(LEDGER_MARKER, ledger_markdown(root, scale, listed)))
     return dest
+
+
+_THEBE = re.compile(r"<script>const THEBE_JS_URL = [^<]*</script>\n?")
+
+
+def dedupe_thebe(page: str) -> str:
+    """sphinx-thebe writes its configuration script twice, and the second ``const`` declaration is
+    a JavaScript error on every page ("THEBE_JS_URL has already been declared"): keep the first."""
+    seen = []
+
+    def keep_first(match: re.Match) -> str:
+        seen.append(match)
+        return match.group(0) if len(seen) == 1 else ""
+
+    return _THEBE.sub(keep_first, page)
 
 
 def html_dir(root: Path, scale: str) -> Path:
@@ -186,7 +271,8 @@ def build(root: Path, scale: str, *, strict: bool = True, echo=print) -> Path:
     work = root / "_build" / "site" / scale
     # Sphinx's incremental build misses changes to bibliographies and configuration: start afresh then.
     digest = hashlib.sha256()
-    for file in [Path(__file__), src / "_config.yml", src / "_toc.yml", *sorted(src.rglob("*.bib"))]:
+    for file in [*sorted(Path(__file__).parent.glob("*.py")), src / "_config.yml", src / "_toc.yml",
+                 *sorted(src.rglob("*.bib"))]:
         digest.update(file.read_bytes())
     stamp = work / "inputs.sha256"
     if work.exists() and (not stamp.exists() or stamp.read_text() != digest.hexdigest()):
@@ -210,6 +296,11 @@ def build(root: Path, scale: str, *, strict: bool = True, echo=print) -> Path:
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(work / "_build" / "html", out)
+    for page in out.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        fixed = dedupe_thebe(text)
+        if fixed != text:
+            page.write_text(fixed, encoding="utf-8")
     # The intro links to "index.html"; Jupyter Book writes a redirect there, keep it.
     echo(f"book written to {out / 'index.html'}")
     return out

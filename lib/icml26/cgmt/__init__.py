@@ -6,6 +6,7 @@
 - :mod:`.experiments`: simulation protocol and sweeps. :mod:`.presets`: scales.
 """
 
+from . import published
 from .baselines import cosine, fit_erm_cvxpy, gaussian_equivalent_prediction, ridge_at_zero
 from .experiments import (
     alpha_sweep,
@@ -15,6 +16,7 @@ from .experiments import (
     finite_size,
     hinge_sweep,
     l1_counterexample,
+    loglog_slope,
     regularizer_pair,
     relative_difference,
     sim_row,
@@ -63,7 +65,7 @@ from .theory import (
 __all__ = [
     "LFMM", "LOSSES", "PRESETS", "CGMTPreset", "LatentLaw", "SeparableReg", "State", "alpha_sweep",
     "ao_curve", "ao_value", "channel", "equivalence_vs_delta", "equivalence_vs_p", "finite_size",
-    "hinge_sweep", "l1_counterexample", "regularizer_pair", "relative_difference", "cosine", "equivalent_quadratic", "erm_objective", "estimator_moments",
+    "hinge_sweep", "l1_counterexample", "loglog_slope", "published", "regularizer_pair", "relative_difference", "cosine", "equivalent_quadratic", "erm_objective", "estimator_moments",
     "fit_erm", "fit_erm_cvxpy", "gauss_hermite", "gaussian_equivalent_prediction", "hessian_trace_inv",
     "l1", "logcosh", "loss_d1", "loss_d2", "loss_value", "moment_matched_gaussian", "moreau", "preset",
     "prox", "pseudo_huber", "quartic", "ridge", "ridge_at_zero", "sample_scores", "score_cdf",

@@ -71,9 +71,11 @@ def theory_row(state: State, law, prefix: str = "") -> dict:
 def sim_row(sim: dict, prefix: str = "sim_") -> dict:
     """Seed-averaged simulation numbers as a flat dict."""
     A = sim["overlaps"][:, 0]
-    se = float(A.std() / math.sqrt(A.numel())) if A.numel() > 1 else float("nan")   # standard error over seeds
-    row = {f"{prefix}A": float(A.mean()), f"{prefix}A_se": se, f"{prefix}norm2": float(sim["norms2"].mean()),
-           f"{prefix}err": float(sim["test_error"].mean())}
+    sd = float(A.std()) if A.numel() > 1 else float("nan")            # seed-to-seed spread (ddof 1)
+    nsd = float(sim["norms2"].std() / sim["norms2"].mean()) if A.numel() > 1 else float("nan")
+    row = {f"{prefix}A": float(A.mean()), f"{prefix}A_sd": sd, f"{prefix}A_se": sd / math.sqrt(A.numel()),
+           f"{prefix}norm2": float(sim["norms2"].mean()), f"{prefix}norm2_relsd": nsd,
+           f"{prefix}err": float(sim["test_error"].mean()), f"{prefix}seeds": A.numel()}
     if "kappa_hat" in sim:
         row[f"{prefix}kappa"] = float(sim["kappa_hat"].mean())
     return row
@@ -129,18 +131,55 @@ def hinge_sweep(model: LFMM, alphas, lam: float, seeds: int, n_test: int, genera
 
 
 def finite_size(alpha: float, loss: str, reg: SeparableReg, p_grid, seeds: int, seed: int = 0,
-                m_norm: float = 2.0, n_quad: int = 61, device=None) -> pd.DataFrame:
-    """``|A_sim - A|`` (seed-averaged) and ``|err_sim - err|`` versus ``p`` (Example A, fixed alpha)."""
-    rows = []
+                m_norm: float = 2.0, n_quad: int = 61, device=None, n_test: int = 20000) -> tuple[pd.DataFrame, dict]:
+    """Overlap error versus ``p`` (Example A, fixed alpha, ``seeds`` training sets per ``p``).
+
+    Returns a DataFrame (one row per ``p``: ``mean_abs_dA`` = seed mean of ``|A_sim - A|``,
+    ``bias_dA`` = seed mean of ``A_sim - A``, ``sd_A`` = seed-to-seed standard deviation of
+    ``A_sim``, ``abs_derr``) and ``{p: (seeds,) tensor of A_sim - A}`` for bootstrap intervals.
+    """
+    rows, per_seed = [], {}
     for p in tqdm(p_grid, desc="finite size", leave=False):
         gen = torch.Generator().manual_seed(seed + p)
         model = _example_a(p, m_norm, gen)
         state = solve_fixed_point(alpha, model, loss, reg, n_quad=n_quad)
-        sim = simulate(model, alpha, loss, reg, seeds, 20000, gen, with_kappa=False, device=device)
-        dA = (sim["overlaps"][:, 0] - float(state.A[0])).abs()
-        rows.append({"p": p, "mean_abs_dA": float(dA.mean()), "bias_dA": float(sim["overlaps"][:, 0].mean() - state.A[0]),
-                     "abs_derr": abs(float(sim["test_error"].mean()) - test_error(state, model.law))})
-    return pd.DataFrame(rows)
+        sim = simulate(model, alpha, loss, reg, seeds, n_test, gen, with_kappa=False, device=device)
+        dA = sim["overlaps"][:, 0] - float(state.A[0])
+        per_seed[p] = dA
+        rows.append({"p": p, "mean_abs_dA": float(dA.abs().mean()), "bias_dA": float(dA.mean()),
+                     "sd_A": float(dA.std()), "abs_derr": abs(float(sim["test_error"].mean()) - test_error(state, model.law))})
+    return pd.DataFrame(rows), per_seed
+
+
+def loglog_slope(per_seed: dict, stat: str = "mean_abs", n_boot: int = 2000, seed: int = 0) -> dict:
+    """Least-squares slope of ``log stat`` on ``log p`` with a seed-bootstrap 95 % interval.
+
+    ``per_seed`` maps ``p`` to the ``(B,)`` per-seed deviations ``A_sim - A``; ``stat`` is
+    ``"mean_abs"`` (mean of ``|dA|``) or ``"sd"`` (standard deviation of ``dA``). Each bootstrap
+    resample redraws the seeds independently at every ``p``.
+    """
+    if stat not in ("mean_abs", "sd"):
+        raise ValueError(f"stat must be 'mean_abs' or 'sd', got {stat!r}")
+    if len(per_seed) < 3:
+        raise ValueError(f"per_seed needs at least 3 values of p for a slope, got {len(per_seed)}")
+    ps = sorted(per_seed)
+    x = torch.log(torch.tensor(ps, dtype=DTYPE))
+    xc = x - x.mean()
+
+    def fit(vals):                                      # vals: list of (R, B) resampled deviations
+        ys = torch.stack([v.abs().mean(-1) if stat == "mean_abs" else v.std(-1) for v in vals], -1).log()
+        return (ys - ys.mean(-1, keepdim=True)) @ xc / (xc @ xc)
+
+    slope = float(fit([per_seed[p][None] for p in ps])[0])
+    g = torch.Generator().manual_seed(seed)
+    boot = []
+    for p in ps:
+        d = per_seed[p]
+        idx = torch.randint(0, d.numel(), (n_boot, d.numel()), generator=g)
+        boot.append(d[idx])
+    bs = fit(boot)
+    lo, hi = torch.quantile(bs, torch.tensor([0.025, 0.975], dtype=DTYPE)).tolist()
+    return {"slope": slope, "lo": lo, "hi": hi}
 
 
 def _example_a(p, m_norm, gen):
@@ -199,13 +238,21 @@ def equivalence_vs_p(p_grid, alpha: float, loss: str, reg: SeparableReg, seeds: 
 
 def equivalence_vs_delta(deltas, model: LFMM, alpha: float, loss: str, lam: float, seeds: int,
                          generator: torch.Generator, device=None) -> pd.DataFrame:
-    """Pseudo-Huber with shrinking ``delta``: the equivalence degrades once ``delta <~ p^{-1/2}``."""
+    """Pseudo-Huber with shrinking ``delta`` against its tilted quadratic, on the same training sets.
+
+    The equivalence needs the bulk entries of ``theta`` inside the quadratic zone ``|t| << delta``
+    of ``psi_delta``. Their size is ``sqrt(c/p)`` (``c = tr C`` of the theory), so each row also
+    carries ``bulk_sd = sqrt(c/p)`` and ``delta_over_bulk = delta / bulk_sd``: the distance grows
+    once ``delta`` is a few times ``bulk_sd``, well above ``p^{-1/2}`` when ``c < 1``.
+    """
     from .method import pseudo_huber
 
     rows = []
     for delta in tqdm(deltas, desc="pseudo-Huber delta", leave=False):
         out = regularizer_pair(model, alpha, loss, pseudo_huber(lam, delta), seeds, 2000, generator, device=device)
-        rows.append({"delta": delta, "rel_diff_tilt": relative_difference(out["thetas"]["psi"], out["thetas"]["tilt"]),
+        bulk_sd = math.sqrt(out["theory_psi"].c / model.p)
+        rows.append({"delta": delta, "bulk_sd": bulk_sd, "delta_over_bulk": delta / bulk_sd,
+                     "rel_diff_tilt": relative_difference(out["thetas"]["psi"], out["thetas"]["tilt"]),
                      "err_psi": float(out["errors"]["psi"].mean()), "err_tilt": float(out["errors"]["tilt"].mean())})
     return pd.DataFrame(rows)
 

@@ -262,7 +262,11 @@ class LFMM:
                ) -> tuple[Tensor, Tensor]:
         """Draw ``X (B, n, p)`` and ``y (B, n)`` (no batch axis when ``batch`` is None).
 
-        Draws happen on the generator's device (CPU by default) and are moved to ``device``.
+        The latent ``(y, f)`` (``B n K`` numbers) is drawn with ``generator``. The bulk ``z``
+        (``B n p`` normals, the bulk of the cost) is drawn directly on ``device``: with the
+        generator itself when it lives there, otherwise with a generator on ``device`` seeded from
+        ``generator`` (so a CUDA run draws no normals on the CPU and copies none; its draws differ
+        from the CPU ones but are just as reproducible). ``device=None`` means the generator's device.
         """
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be a positive int, got {n!r}")
@@ -270,14 +274,19 @@ class LFMM:
         if isinstance(B, bool) or not isinstance(B, int) or B < 1:
             raise ValueError(f"batch must be a positive int or None, got {batch!r}")
         draw = self.law.sample_gaussian_equivalent if gaussian_equivalent else self.law.sample
-        y, f = draw(B * n, generator)                                 # (B n,), (B n, K)
-        z = torch.randn(B, n, self.p, generator=generator, dtype=DTYPE)  # bulk (B, n, p)
+        y, f = draw(B * n, generator)                                 # (B n,), (B n, K), generator's device
+        gen_dev = generator.device if generator is not None else torch.device("cpu")
+        dev = torch.device(device) if device is not None else gen_dev
+        if dev.type == gen_dev.type:
+            zgen = generator
+        else:                                                         # a generator on the target device
+            seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+            zgen = torch.Generator(device=dev).manual_seed(seed)
+        z = torch.randn(B, n, self.p, generator=zgen, dtype=DTYPE, device=dev)  # bulk (B, n, p)
         if self.sigma is not None:
-            z = z * self.sigma.sqrt()
-        X = (f @ self.V.T).reshape(B, n, self.p) + z                  # x = V f + Sigma^{1/2} z
-        y = y.reshape(B, n)
-        if device is not None:
-            X, y = X.to(device), y.to(device)
+            z = z * self.sigma.to(dev).sqrt()
+        X = (f.to(dev) @ self.V.to(dev).T).reshape(B, n, self.p) + z  # x = V f + Sigma^{1/2} z
+        y = y.to(dev).reshape(B, n)
         return (X[0], y[0]) if batch is None else (X, y)
 
 
@@ -371,9 +380,12 @@ def prox(loss: str, v: Tensor, y: Tensor, kappa, iters: int = 100) -> Tensor:
     _check_loss(loss)
     v = torch.as_tensor(v, dtype=DTYPE)
     y = torch.as_tensor(y, dtype=DTYPE, device=v.device)
-    kappa = torch.as_tensor(kappa, dtype=DTYPE, device=v.device)
-    if bool((kappa <= 0).any()):
-        raise ValueError("kappa must be > 0")
+    try:
+        kappa = torch.as_tensor(kappa, dtype=DTYPE, device=v.device)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TypeError(f"kappa must be a positive number or tensor, got {type(kappa).__name__}") from err
+    if not bool(((kappa > 0) & torch.isfinite(kappa)).all()):
+        raise ValueError("kappa must be > 0 and finite (no NaN or inf)")
     if loss == "square":
         return (v + kappa * y) / (1 + kappa)
     if loss == "hinge":

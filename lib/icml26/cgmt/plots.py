@@ -17,7 +17,7 @@ COLORS = method_colors(["theory (true law)", "Gaussian-equivalent theory", "mome
 
 def score_histograms(kept: dict, law, law_ge, labels=(1, -1)):
     """Per-class test-score histograms (simulation) with the three predicted densities."""
-    fig, axes = plt.subplots(1, len(labels), figsize=(9, 3.4), sharey=True)
+    fig, axes = plt.subplots(1, len(labels), figsize=(7, 3.6), sharey=True)
     st, st_ge = kept["two-point"]["state"], kept["gaussian-eq"]["state"]
     for ax, y in zip(np.atleast_1d(axes), labels):
         s = kept["two-point"]["sim"]["test_scores"][y].flatten().numpy()
@@ -34,14 +34,20 @@ def score_histograms(kept: dict, law, law_ge, labels=(1, -1)):
         ax.axvline(0, color="k", lw=0.6)
         ax.set_xlabel(f"test score $\\hat\\theta^\\top x$ (class y = {y:+d})")
     np.atleast_1d(axes)[0].set_ylabel("density")
-    np.atleast_1d(axes)[0].legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
+    return _legend_below(fig, np.atleast_1d(axes)[0])
+
+
+def _legend_below(fig, ax, ncol: int = 2):
+    """One legend for the figure, below the axes (never over the data)."""
+    handles, labels = ax.get_legend_handles_labels()
+    fig.tight_layout(rect=(0, 0.2, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=7, frameon=False)
     return fig
 
 
 def error_vs_alpha(df, losses=("logistic", "square")):
     """Test error vs alpha: theory lines and simulation markers, true vs Gaussian-equivalent data."""
-    fig, axes = plt.subplots(1, len(losses), figsize=(9, 3.4), sharey=True)
+    fig, axes = plt.subplots(1, len(losses), figsize=(7, 3.6), sharey=True)
     for ax, loss in zip(np.atleast_1d(axes), losses):
         for data, ls, mk, name in (("two-point", "-", "o", "theory (true law)"),
                                    ("gaussian-eq", "--", "x", "Gaussian-equivalent theory")):
@@ -52,14 +58,12 @@ def error_vs_alpha(df, losses=("logistic", "square")):
         ax.set_xscale("log", base=2)
         ax.set_xlabel(f"sample ratio alpha = n/p ({loss} loss)")
     np.atleast_1d(axes)[0].set_ylabel("test error")
-    np.atleast_1d(axes)[0].legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+    return _legend_below(fig, np.atleast_1d(axes)[0])
 
 
 def theory_vs_sim_scatter(df, quantities=(("A", "overlap A"), ("norm2", "squared norm"), ("err", "test error"))):
     """Theory (x) vs simulation (y) for several quantities, one marker per loss."""
-    fig, axes = plt.subplots(1, len(quantities), figsize=(10, 3.3))
+    fig, axes = plt.subplots(1, len(quantities), figsize=(7, 2.9))
     markers = {"logistic": "o", "square": "s", "hinge": "^"}
     for ax, (col, label) in zip(axes, quantities):
         for loss, d in df.groupby("loss"):
@@ -68,6 +72,4 @@ def theory_vs_sim_scatter(df, quantities=(("A", "overlap A"), ("norm2", "squared
         ax.plot([lo, hi], [lo, hi], "k-", lw=0.7)
         ax.set_xlabel(f"{label}, theory")
         ax.set_ylabel(f"{label}, simulation")
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+    return _legend_below(fig, axes[0], ncol=3)

@@ -36,7 +36,6 @@ Min-max (T2, Sec. 3.4), ridge and identity bulk, ``G = R^T R``, ``omega = R w``,
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..core import one_thread
 from .method import (
     DTYPE,
     LFMM,
@@ -63,20 +63,9 @@ from .method import (
 SQRT2PI = math.sqrt(2 * math.pi)
 
 
-def single_thread(fn):
-    """Run ``fn`` with one intra-op thread: the solvers work on tensors of a few thousand entries,
-    where extra threads only add synchronisation (10x slower on a busy 2-core machine)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        before = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            torch.set_num_threads(before)
-
-    return wrapper
+# The solvers work on tensors of a few thousand entries, where extra threads only add
+# synchronisation (10x slower on a busy 2-core machine): they run with one thread.
+single_thread = one_thread()
 
 
 @dataclass
@@ -107,10 +96,20 @@ class State:
 
 
 def square_kappa_closed_form(alpha: float, lam: float) -> float:
-    """Square loss + ridge: the positive root of ``alpha lam k^2 + (alpha lam + alpha - 1) k - 1 = 0``."""
-    b = alpha * lam + alpha - 1
+    """Square loss + ridge: the positive root of ``alpha lam k^2 + (alpha lam + alpha - 1) k - 1 = 0``.
+
+    Equals ``gamma m(-lam)`` with ``gamma = 1/alpha`` and ``m`` the Stieltjes transform of the
+    Marchenko-Pastur law (Hastie et al. 2019). ``lam = 0`` (least squares) needs ``alpha > 1``,
+    where ``kappa = 1/(alpha - 1)``; ``lam < 0`` is rejected.
+    """
+    _check_positive("alpha", alpha)
+    _check_positive("lam", lam, strict=False)
     if lam == 0:
+        if alpha <= 1:
+            raise ValueError(f"lam must be > 0 when alpha <= 1 (alpha={alpha}): least squares has no "
+                             "unique solution and kappa is infinite")
         return 1 / (alpha - 1)
+    b = alpha * lam + alpha - 1
     return (-b + math.sqrt(b * b + 4 * alpha * lam)) / (2 * alpha * lam)
 
 
@@ -237,6 +236,8 @@ def solve_fixed_point(alpha: float, model: LFMM, loss: str, reg: SeparableReg, n
     per latent dimension). Non-convergence returns ``converged=False`` with a ``RuntimeWarning``.
     """
     _validate_solver_args(alpha, loss, reg, n_quad, damping, tol)
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
+        raise ValueError(f"max_iter must be an int >= 1, got {max_iter!r}")
     if inner not in ("newton", "naive"):
         raise ValueError(f"inner must be 'newton' or 'naive', got {inner!r}")
     if inner == "naive" and reg.name != "ridge":
@@ -285,6 +286,9 @@ def solve_fixed_point(alpha: float, model: LFMM, loss: str, reg: SeparableReg, n
     A = G @ w
     q = float(w @ A)
     Lam = lam0 + D
+    if not (all(math.isfinite(x) for x in (q, c, kappa, D)) and bool(torch.isfinite(w).all())):
+        raise ValueError(f"solve_fixed_point diverged to non-finite values after {k} iterations with "
+                         f"damping={damping} (inner={inner!r}): use a smaller damping")
     return State(w=w, A=A, q=q, c=c, kappa=kappa, D=D, Lam=Lam, tau=math.sqrt(max(q + c, 0.0)),
                  n_iter=k, converged=converged, residual=change, Eg2=ch.Eg2 if ch else float("nan"),
                  loss=loss, alpha=float(alpha), trace=trace)

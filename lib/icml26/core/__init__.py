@@ -1,6 +1,7 @@
 """The shared core every chapter uses.
 
-- :func:`device`, :func:`seed_all`, :func:`set_threads`: where and how reproducibly things run.
+- :func:`device`, :func:`seed_all`, :func:`set_threads`, :class:`one_thread`: where and how
+  reproducibly things run.
 - :func:`resolve_scale`, :func:`preset_for`: the ``SCALE`` parameter (``smoke``, ``book``, ``gpu``).
 - :class:`Timer`, :func:`time_fn`, :class:`PeakMemory`, :func:`count_flops`: meters.
 - :class:`Ledger`: the claims ledger ("paper vs this book").
@@ -9,7 +10,7 @@
 - :func:`fingerprint`, :func:`setup`: what a notebook's setup cell prints.
 """
 
-from .device import device, seed_all, set_threads
+from .device import device, one_thread, seed_all, set_threads
 from .env import fingerprint, fingerprint_line, setup
 from .glue import report
 from .ledger import Claim, ClaimFailed, Ledger
@@ -33,6 +34,7 @@ __all__ = [
     "fingerprint_line",
     "method_color",
     "method_colors",
+    "one_thread",
     "preset_for",
     "report",
     "resolve_scale",

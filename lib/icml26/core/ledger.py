@@ -12,6 +12,13 @@ Claims are of two kinds:
   show pass ``assert_at=("book", "gpu")``: at smoke they are recorded with status
   ``"not asserted"`` and never fail the run.
 - **reported** (:meth:`Ledger.report`): a number shown for comparison only, never asserted.
+
+A measured value must be finite: NaN or an infinity raises :class:`ValueError` naming the claim
+(a diverged run must not pass, or be shown, as a number).
+
+**Dry runs** (``ICML26_DRY=1`` at scale ``gpu``, see :mod:`icml26.core.scale`): loop counts are cut,
+so the numbers mean nothing. Claims are recorded with status ``"dry run"`` and nothing is
+asserted: :meth:`Ledger.assert_all` saves the ledger and returns, non-finite values included.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .scale import SCALES, resolve_scale
+from .scale import SCALES, dry_run_enabled, resolve_scale
 
 _OPS = {
     ">=": operator.ge,
@@ -46,12 +53,13 @@ class Claim:
     paper: str
     measured: float | str
     bar: str
-    status: str  # "holds", "fails", "not asserted", "reported"
+    status: str  # "holds", "fails", "not asserted", "reported", "dry run"
     scale: str
     chapter: str
     notebook: str
     note: str = ""
     volatile: bool = False  # a timing or other run-to-run number: hidden from to_text()
+    unit: str = ""  # of the measured value and the bar ("s", "%", "x"); shown in the tables
 
     @property
     def failed(self) -> bool:
@@ -106,6 +114,7 @@ class Ledger:
     scale: str | None = None
     digits: int = 3
     claims: list[Claim] = field(default_factory=list)
+    dry: bool | None = None  # None: a dry run when ICML26_DRY is set and the scale is gpu
 
     def __post_init__(self):
         for arg in ("chapter", "notebook"):
@@ -113,6 +122,20 @@ class Ledger:
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{arg} must be a non-empty string, got {value!r}")
         self.scale = resolve_scale(self.scale)
+        if self.dry is None:
+            self.dry = self.scale == "gpu" and dry_run_enabled()
+
+    def _finite(self, name: str, value: float | str, what: str = "measured") -> None:
+        if isinstance(value, float) and not math.isfinite(value) and not self.dry:
+            raise ValueError(f"claim {name!r}: {what} value is {value}, not a finite number "
+                             f"(a diverged or empty computation?)")
+
+    def _status(self, holds: bool, assert_at: tuple[str, ...]) -> str:
+        if self.dry:
+            return "dry run"
+        if holds:
+            return "holds"
+        return "fails" if self.scale in assert_at else "not asserted"
 
     # -- recording -----------------------------------------------------------------------------
     def _add(self, claim: Claim) -> Claim:
@@ -122,7 +145,8 @@ class Ledger:
         return claim
 
     def check(self, name: str, measured, op: str, threshold, *, paper: str = "",
-              assert_at: tuple[str, ...] = SCALES, note: str = "", volatile: bool = False) -> Claim:
+              assert_at: tuple[str, ...] = SCALES, note: str = "", volatile: bool = False,
+              unit: str = "") -> Claim:
         """Record a checked claim: ``measured <op> threshold``. Returns the :class:`Claim`.
 
         ``volatile=True`` marks a number that differs between runs (a timing): the text table
@@ -136,36 +160,31 @@ class Ledger:
         value = _as_number(measured)
         if isinstance(value, str):
             raise TypeError(f"measured must be a number for a checked claim, got {measured!r}")
+        self._finite(name, value)
         limit = float(_as_number(threshold))
-        holds = (not math.isnan(value)) and bool(_OPS[op](value, limit))
-        if holds:
-            status = "holds"
-        elif self.scale in assert_at:
-            status = "fails"
-        else:
-            status = "not asserted"
+        if math.isnan(limit):
+            raise ValueError(f"claim {name!r}: threshold is nan")
+        holds = math.isfinite(value) and bool(_OPS[op](value, limit))
+        status = self._status(holds, assert_at)
         bar = f"{op} {_fmt(limit, self.digits)}"
         return self._add(Claim(name, paper, value, bar, status, self.scale, self.chapter, self.notebook, note,
-                               volatile))
+                               volatile, unit=unit))
 
     def check_true(self, name: str, holds: bool, *, paper: str = "", measured: str = "",
                    assert_at: tuple[str, ...] = SCALES, note: str = "") -> Claim:
         """Record a yes/no claim (an identity, an ordering). ``measured`` describes what was seen."""
         holds = bool(holds)
-        if holds:
-            status = "holds"
-        elif self.scale in assert_at:
-            status = "fails"
-        else:
-            status = "not asserted"
+        status = self._status(holds, assert_at)
         text = measured or ("yes" if holds else "no")
         return self._add(Claim(name, paper, text, "true", status, self.scale, self.chapter, self.notebook, note))
 
-    def report(self, name: str, measured, *, paper: str = "", note: str = "", volatile: bool = False) -> Claim:
+    def report(self, name: str, measured, *, paper: str = "", note: str = "", volatile: bool = False,
+               unit: str = "") -> Claim:
         """Record a number shown for comparison only (never asserted)."""
         value = _as_number(measured)
+        self._finite(name, value)
         return self._add(Claim(name, paper, value, "-", "reported", self.scale, self.chapter, self.notebook, note,
-                               volatile))
+                               volatile, unit=unit))
 
     # -- showing and saving --------------------------------------------------------------------
     def rows(self, hide_volatile: bool = False) -> list[dict[str, str]]:
@@ -173,18 +192,20 @@ class Ledger:
             {
                 "claim": c.name,
                 "paper": c.paper,
-                "this book": "(varies)" if (hide_volatile and c.volatile) else _fmt(c.measured, self.digits),
-                "bar": c.bar,
+                "this book": "(varies)" if (hide_volatile and c.volatile)
+                else (_fmt(c.measured, self.digits) + (f" {c.unit}" if c.unit else "")),
+                "bar": c.bar + (f" {c.unit}" if c.unit and c.bar not in ("-", "true") else ""),
                 "status": c.status,
             }
             for c in self.claims
         ]
 
     def table(self):
-        """The ledger as a ``pandas.DataFrame`` (renders as an HTML table in the book)."""
-        import pandas as pd
+        """The claims as the book's HTML table (no index, status badges; see
+        :class:`icml26.core.tables.ClaimsTable`); ``.frame`` gives a ``pandas.DataFrame``."""
+        from .tables import ClaimsTable
 
-        return pd.DataFrame(self.rows(), columns=["claim", "paper", "this book", "bar", "status"])
+        return ClaimsTable(self)
 
     def to_text(self) -> str:
         """Fixed-width text table: stable across runs, so output-checked cells can print it."""
@@ -192,7 +213,8 @@ class Ledger:
         cols = ["claim", "paper", "this book", "bar", "status"]
         widths = {c: max([len(c)] + [len(r[c]) for r in rows]) for c in cols}
         line = "  ".join(c.ljust(widths[c]) for c in cols)
-        out = [f"claims of {self.chapter}/{self.notebook} at scale {self.scale}", line, "-" * len(line)]
+        dry = " (dry run: loop counts cut, nothing asserted)" if self.dry else ""
+        out = [f"claims of {self.chapter}/{self.notebook} at scale {self.scale}{dry}", line, "-" * len(line)]
         out += ["  ".join(r[c].ljust(widths[c]) for c in cols).rstrip() for r in rows]
         return "\n".join(out)
 
@@ -209,6 +231,7 @@ class Ledger:
             "chapter": self.chapter,
             "notebook": self.notebook,
             "scale": self.scale,
+            "dry_run": bool(self.dry),
             "claims": [asdict(c) for c in self.claims],
         }
         path.write_text(json.dumps(payload, indent=1))

@@ -3,7 +3,6 @@ lower-case axis labels with units, no titles (captions live in the cell metadata
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 
 # Colour-blind-safe palette (Okabe-Ito, then Tol's muted); the order is fixed.
@@ -37,26 +36,98 @@ def use_book_style() -> None:
     rc = dict(_RC)
     rc["axes.prop_cycle"] = cycler(color=list(PALETTE))
     mpl.rcParams.update(rc)
+    from .tables import set_pandas_defaults
+
+    set_pandas_defaults()
+    _retina_inline()
+
+
+# The book's column is 768 CSS pixels: a figure of width w inches at figure.dpi=110 is 110*w pixels
+# wide on the page, so keep w <= 6.9 (the default 6.4 in is 704 px). In a notebook, figures are
+# stored as PNG at twice that resolution with their CSS size in the output's metadata ("retina"),
+# so that tick labels stay sharp on high-density screens.
+def _retina_inline() -> None:
+    try:
+        from IPython import get_ipython
+
+        if get_ipython() is None:
+            return
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+        set_matplotlib_formats("retina")
+    except Exception:  # pragma: no cover - outside IPython or an old matplotlib-inline
+        return
+
+
+# The documented palette per method: the paper's method of a chapter is blue, its main baseline
+# vermillion, a reference or ground truth black; the same name has the same colour in every chapter.
+# Keys are compared in lower case. A name not listed takes a colour by the fallback rule of
+# :func:`method_color`. Add a chapter's methods here when it lands.
+METHOD_COLORS: dict[str, str] = {
+    # shared roles
+    "reference": "#000000", "simulation": "#000000", "oracle": "#000000",
+    # front matter (how this book works)
+    "batched": "#0072B2", "python loop": "#D55E00",
+    # cgmt
+    "theory (true law)": "#0072B2", "gaussian-equivalent theory": "#D55E00",
+    "moment-matched gaussian": "#009E73",
+    # special
+    "special": "#0072B2", "fedavg": "#D55E00", "fedprox": "#009E73", "special-t": "#56B4E9",
+    "replay": "#CC79A7", "joint": "#000000",
+    # preconditioned-delta
+    "pdn x=2": "#0072B2", "deltanet": "#D55E00", "linear attention": "#999933", "pdn x=1.5": "#56B4E9",
+    "jacobi (unsquashed)": "#CC79A7", "rls": "#000000",
+    # bandpo
+    "band-kl": "#0072B2", "clip": "#D55E00", "clip-higher": "#E69F00", "dcpo": "#CC79A7",
+    "band-tv": "#009E73", "band-chi2": "#56B4E9", "band-kl-relax": "#882255",
+    # ba-solver
+    "ba bi-anchor": "#0072B2", "euler": "#D55E00", "ab2": "#009E73", "ba single-anchor": "#56B4E9",
+    "dpm++(2m)": "#CC79A7", "heun": "#E69F00", "midpoint": "#999933", "rk4": "#882255",
+    "ba bi-anchor (oracle sidenet)": "#44AA99",
+    # dp-c4
+    "dp-c4": "#0072B2", "dp-sgd": "#D55E00", "dp-gd": "#D55E00", "clipped gd": "#D55E00",
+    "dp-c4 (uniform)": "#56B4E9", "dp-c4 (constant threshold)": "#009E73",
+    # watermark
+    "algorithm a": "#0072B2", "default (0.25, 2)": "#D55E00", "default (0.5, 2)": "#E69F00",
+    "uncalibrated": "#009E73", "a with raw t": "#CC79A7",
+}
+
+# Fallback for names not in METHOD_COLORS: the order in which a notebook first asks for them.
+_FALLBACK: dict[str, str] = {}
+
+
+def _key(name) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    return name.strip().lower()
 
 
 def method_color(name: str) -> str:
-    """A stable colour for a method name: the same name gets the same colour in every chapter."""
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a non-empty string, got {name!r}")
-    digest = hashlib.md5(name.strip().lower().encode()).digest()
-    return PALETTE[digest[0] % len(PALETTE)]
+    """The colour of a method: from :data:`METHOD_COLORS` when the name is listed (any case);
+    otherwise the fallback, deterministic for a notebook run from the top: the first name not
+    listed gets ``PALETTE[0]``, the next ``PALETTE[1]``, and so on, and a name keeps its colour."""
+    key = _key(name)
+    if key in METHOD_COLORS:
+        return METHOD_COLORS[key]
+    if key not in _FALLBACK:
+        _FALLBACK[key] = PALETTE[len(_FALLBACK) % len(PALETTE)]
+    return _FALLBACK[key]
 
 
 def method_colors(names: Iterable[str]) -> dict[str, str]:
-    """Colours for several methods shown together: each its stable colour unless two collide,
-    in which case the later one takes the next free palette entry."""
-    used: set[str] = set()
+    """Colours for several methods shown together. Listed names take their palette colour; the
+    others take, in the order given, the first palette entries not already used in this call
+    (so every name of one figure is distinguishable while the palette lasts)."""
+    names = list(dict.fromkeys(names))
+    keys = [_key(n) for n in names]
+    used = {METHOD_COLORS[k] for k in keys if k in METHOD_COLORS}
     out: dict[str, str] = {}
-    for name in names:
-        color = method_color(name)
-        if color in used:
-            free = [c for c in PALETTE if c not in used]
-            color = free[0] if free else color
+    for name, key in zip(names, keys):
+        if key in METHOD_COLORS:
+            out[name] = METHOD_COLORS[key]
+            continue
+        free = [c for c in PALETTE if c not in used]
+        color = free[0] if free else method_color(name)
         used.add(color)
         out[name] = color
     return out

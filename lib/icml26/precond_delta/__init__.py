@@ -26,6 +26,7 @@ from .experiments import (
     exactness_table,
     mqar_batch,
     mqar_benchmark,
+    nonnormal_writes,
     online_regression,
     random_inputs,
     recall_curves,
@@ -34,6 +35,7 @@ from .experiments import (
     stress_test,
     time_modes,
     train_mqar,
+    train_mqar_stacked,
 )
 from .method import (
     atk_state,
@@ -54,8 +56,8 @@ __all__ = [
     "MQAR_VARIANTS", "PRESETS", "SETTINGS", "DeltaMixer", "PrecondDeltaPreset", "ShortConv", "TinyRecurrentLM",
     "agreement_table", "anisotropic_keys", "atk_state", "build_model", "delta_rule_chunk", "delta_rule_recurrent",
     "delta_rule_states", "eigen_samples", "ema_preconditioner", "evaluate_mqar", "exactness_table", "l2_normalize",
-    "linear_attention", "mesa_readout", "mqar_batch", "mqar_benchmark", "online_regression",
+    "linear_attention", "mesa_readout", "mqar_batch", "mqar_benchmark", "nonnormal_writes", "online_regression",
     "precond_delta_rule", "preconditioned_queries", "preset", "random_inputs", "recall_curves",
     "regression_stream", "ridge_state", "rls_delta_rule", "rls_states", "single_pass_recall",
-    "squash_preconditioner", "stress_test", "time_modes", "train_mqar", "write_eigenvalues",
+    "squash_preconditioner", "stress_test", "time_modes", "train_mqar", "train_mqar_stacked", "write_eigenvalues",
 ]

@@ -101,10 +101,14 @@ def rls_states(k: Tensor, v: Tensor, beta: Tensor | None = None, g: Tensor | Non
     return _rls_scan(None, k, v, beta, g, float(lam), keep_states=True)[2]
 
 
-def _running_moments(k, v, beta, g, lam):
-    """``R_t`` ``[B,T,H,K,K]`` and ``B_t`` ``[B,T,H,K,V]`` for every ``t`` (eqs. of P1/P2)."""
+def _running_moments(k, v, beta, g, lam, decay_ridge: bool = True):
+    """``R_t`` ``[B,T,H,K,K]`` and ``B_t`` ``[B,T,H,K,V]`` for every ``t`` (eqs. of P1/P2).
+
+    ``decay_ridge=True``: ``R_0 = λI`` decays with the gates like the rest of ``R`` (the RLS Hessian);
+    ``False``: MesaNet's form, ``R_t = Σ_i w_i β_i k_i k_i^T + λI`` with an undecayed ridge."""
     B, T, H, K = k.shape
-    R = lam * torch.eye(K, dtype=k.dtype, device=k.device).expand(B, H, K, K)
+    eye = torch.eye(K, dtype=k.dtype, device=k.device)
+    R = (lam if decay_ridge else 0.0) * eye.expand(B, H, K, K)
     M = v.new_zeros(B, H, K, v.shape[-1])
     Rs, Ms = [], []
     for t in range(T):
@@ -112,7 +116,7 @@ def _running_moments(k, v, beta, g, lam):
         bk = beta[:, t, :, None] * k[:, t]  # β_t k_t
         R = gam * R + bk[..., :, None] * k[:, t, :, None, :]  # R_t = γ R_{t−1} + β k k^T
         M = gam * M + bk[..., :, None] * v[:, t, :, None, :]  # B_t = γ B_{t−1} + β k v^T
-        Rs.append(R)
+        Rs.append(R if decay_ridge else R + lam * eye)
         Ms.append(M)
     return torch.stack(Rs, 1), torch.stack(Ms, 1)
 
@@ -136,14 +140,20 @@ def ridge_state(k: Tensor, v: Tensor, beta: Tensor | None = None, g: Tensor | No
 
 
 def mesa_readout(q: Tensor, k: Tensor, v: Tensor, beta: Tensor | None = None, g: Tensor | None = None,
-                 lam: float = 1e-3) -> Tensor:
+                 lam: float = 1e-3, decay_ridge: bool = True) -> Tensor:
     """Linear attention read with the preconditioned query: ``o_t = B_t^T solve(R_t, q_t)`` for all ``t`` (P2).
 
     ``B_t`` is the (β-weighted, decayed) linear-attention state, ``R_t`` the key Gram matrix with ridge
     ``λ``; one batched solve of ``[B,T,H,K,K]`` systems. Returns ``o`` ``[B,T,H,V]``.
+
+    ``decay_ridge=True`` (default) decays ``λI`` together with the key Gram matrix, which is what makes
+    the read-out equal to :func:`rls_delta_rule` with decay. MesaNet itself adds an *undecayed* ``λI`` at read
+    time (``decay_ridge=False``): without decay (``g=None``) the two coincide, with decay they differ.
     """
     beta = _check_exact(q, k, v, beta, g, lam)
-    R, M = _running_moments(k, v, beta, g, float(lam))
+    if not isinstance(decay_ridge, bool):
+        raise TypeError(f"decay_ridge must be a bool, got {type(decay_ridge).__name__}")
+    R, M = _running_moments(k, v, beta, g, float(lam), decay_ridge)
     q_pre = torch.linalg.solve(R, q[..., None])[..., 0]  # R_t^{-1} q_t  [B,T,H,K]
     return torch.einsum("bthkv,bthk->bthv", M, q_pre)
 

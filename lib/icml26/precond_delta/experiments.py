@@ -10,12 +10,14 @@ Every runner returns plain tensors / dicts / DataFrames; the notebooks only plot
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 
 import pandas as pd
 import torch
 from torch import Tensor
+from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
 from ..core import synchronize, time_fn
@@ -91,27 +93,37 @@ def regression_stream(T: int, d_k: int, d_v: int, kappa: float = 30.0, rotate: b
     return k[:, :, None], v[:, :, None], W[:, None]
 
 
-def ema_preconditioner(k: Tensor, gamma: float, x: float | None, center: float, jacobi_floor: float = 1e-3) -> Tensor:
+def ema_preconditioner(k: Tensor, gamma: float, x: float | None, center: float, jacobi_floor: float = 1e-3,
+                       bias_correct: bool = False) -> Tensor:
     """``m`` for a fixed-gate preconditioner ``a ← γ a + (1−γ) k²`` (eq-atk with ``g^atk = log γ``,
     ``β^atk = 1−γ``): the squash (eq-m) for a float ``x``, or unsquashed Jacobi ``1/(K (a + floor))`` for
-    ``x=None``. ``k``: ``[B,T,H,K]``."""
+    ``x=None``. ``bias_correct=True`` divides ``a`` by ``1 − γ^t`` first (Adam's correction of an average
+    started at 0; not part of the paper's layer). ``k``: ``[B,T,H,K]``."""
     B, T, H, K = k.shape
     g_atk = torch.full((B, T, H), math.log(gamma), dtype=k.dtype, device=k.device)
     a, _ = atk_state(k, g_atk, torch.full_like(g_atk, 1 - gamma), chunk_size=64)
+    if bias_correct:
+        t = torch.arange(1, T + 1, dtype=k.dtype, device=k.device)
+        a = a / (1 - gamma ** t)[None, :, None, None]
     if x is None:
         return 1.0 / (K * (a + jacobi_floor))
     return squash_preconditioner(a, center=center, x=x)
 
 
 def online_regression(T: int, seeds: int, d_k: int = 16, d_v: int = 8, kappa: float = 30.0, rotate: bool = False,
-                      beta: float = 0.5, gamma: float = 0.99, lam: float = 1e-3, seed: int = 0) -> dict:
+                      beta: float = 0.5, gamma: float = 0.99, lam: float = 1e-3, seed: int = 0, noise: float = 0.0,
+                      controls: bool = True) -> dict:
     """Relative error ``‖S_t − W‖_F / ‖W‖_F`` for every ``t`` and method, seeds batched.
 
     Methods: linear attention (best scalar rescaling), DeltaNet, PDN (x = 1.5, 2; centre ``log(1/d_k)``),
-    unsquashed Jacobi, RLS. Returns ``{'err': {method: [seeds, T]}, 'cond': (κ(Σ), κ(D^{-1/2}ΣD^{-1/2}))}``.
+    unsquashed Jacobi, RLS. With ``controls``, also the step-size controls: DeltaNet with ``β = 1``, PDN with
+    ``m`` divided by its mean over coordinates at every token (same average step as DeltaNet, only the
+    per-coordinate shape kept) and unsquashed Jacobi on the bias-corrected average ``a/(1−γ^t)``.
+    ``noise``: standard deviation of the target noise. Returns ``{'err': {method: [seeds, T]},
+    'cond': (κ(Σ), κ(D^{-1/2}ΣD^{-1/2})), 'm_mean': [T] mean multiplier of PDN x=1.5}``.
     """
     gen = torch.Generator().manual_seed(seed + (1000 if rotate else 0))
-    k, v, W = regression_stream(T, d_k, d_v, kappa, rotate, 0.0, seeds, gen)
+    k, v, W = regression_stream(T, d_k, d_v, kappa, rotate, noise, seeds, gen)
     Wn = W.flatten(-2).norm(dim=-1)  # [seeds,1]
     b = torch.full(k.shape[:3], beta, dtype=k.dtype)
     center = math.log(1.0 / d_k)
@@ -127,19 +139,28 @@ def online_regression(T: int, seeds: int, d_k: int = 16, d_v: int = 8, kappa: fl
     for x in (1.5, 2.0):
         m = ema_preconditioner(k, gamma, x, center)
         err[f"PDN x={x:g}"] = rel(delta_rule_states(k, v, b, k_write=m * k))
+        if x == 1.5:
+            m15 = m
     err["Jacobi (unsquashed)"] = rel(delta_rule_states(k, v, b, k_write=ema_preconditioner(k, gamma, None, center) * k))
     err["RLS"] = rel(rls_states(k, v, None, None, lam))
+    if controls:
+        err["DeltaNet beta=1"] = rel(delta_rule_states(k, v, torch.ones_like(b)))
+        m_flat = m15 / m15.mean(-1, keepdim=True)  # mean 1 over coordinates: the shape of m, not its size
+        err["PDN x=1.5, m mean 1"] = rel(delta_rule_states(k, v, b, k_write=m_flat * k))
+        m_bc = ema_preconditioner(k, gamma, None, center, bias_correct=True)
+        err["Jacobi (bias-corrected)"] = rel(delta_rule_states(k, v, b, k_write=m_bc * k))
     # conditioning of the key covariance before / after diagonal (Jacobi) scaling
     Sig = torch.einsum("btk,btl->bkl", k[:, :, 0], k[:, :, 0]) / T
     d = torch.diagonal(Sig, dim1=-2, dim2=-1).rsqrt()
     cond = torch.linalg.cond(Sig).mean().item(), torch.linalg.cond(d[:, :, None] * Sig * d[:, None, :]).mean().item()
-    return {"err": err, "cond": cond}
+    return {"err": err, "cond": cond, "m_mean": m15.mean((0, 2, 3))}
 
 
 def exactness_table(T: int = 200, d_k: int = 8, d_v: int = 4, heads: int = 2, batch: int = 2, lam: float = 1e-3,
                     seed: int = 0) -> pd.DataFrame:
-    """P1/P2 in float64: max-abs gaps between RLS, ridge, MesaNet read-out and linear attention read with
-    ``R_t^{-1} q_t``; order invariance of RLS versus DeltaNet. Without and with decay."""
+    """P1/P2 in float64: max-abs gaps between RLS, ridge, the decayed-ridge MesaNet-style read-out and linear
+    attention read with ``R_t^{-1} q_t``; the relative gap to MesaNet's own read-out (undecayed ``λ``); order
+    invariance of RLS versus DeltaNet. Without and with decay."""
     gen = torch.Generator().manual_seed(seed)
     dt = torch.float64
     k = l2_normalize(torch.randn(batch, T, heads, d_k, generator=gen, dtype=dt))
@@ -155,8 +176,10 @@ def exactness_table(T: int = 200, d_k: int = 8, d_v: int = 4, heads: int = 2, ba
         o_la, _ = linear_attention(preconditioned_queries(q, k, beta, g, lam), beta[..., None] * k, v, g)
         row = {"setting": label,
                "RLS state vs ridge": (S - ridge_state(k, v, beta, g, lam)).abs().max().item(),
-               "RLS output vs MesaNet read-out": (o - o_mesa).abs().max().item(),
-               "MesaNet vs LA with R^-1 q": (o_mesa - o_la).abs().max().item()}
+               "RLS output vs decayed-ridge read-out": (o - o_mesa).abs().max().item(),
+               "decayed-ridge read-out vs LA with R^-1 q": (o_mesa - o_la).abs().max().item(),
+               "RLS vs MesaNet read-out (undecayed lambda), relative":
+                   ((o - mesa_readout(q, k, v, beta, g, lam, decay_ridge=False)).norm() / o.norm()).item()}
         if g is None:
             _, S_p = rls_delta_rule(q, k[:, perm], v[:, perm], beta[:, perm], None, lam)
             _, D = delta_rule_recurrent(q, k, v, beta, output_final_state=True)
@@ -297,12 +320,13 @@ RECALL_METHODS = ("la", "dn", "pdn", "rls")
 
 
 def single_pass_recall(k: Tensor, v: Tensor, method: str, beta: float = 0.5, x: float = 1.5, gamma: float = 0.95,
-                       center: float | None = None, lam: float = 1e-3) -> Tensor:
+                       center: float | None = None, lam: float = 1e-3, normalize_m: bool = False) -> Tensor:
     """Write ``n`` pairs once, read every key back: accuracy per batch element ``[B]``.
 
     ``k``: ``[B,n,K]`` unit keys, ``v``: ``[B,n,V]`` unit values. A pair counts as recalled when its value is
     the stored value with the largest cosine to ``S^T k_i``. ``method``: ``'la'`` (``Σ k v^T``), ``'dn'``,
-    ``'pdn'`` (EMA ``a ← γ a + (1−γ) k²``, centre ``log(1/K)`` by default) or ``'rls'``.
+    ``'pdn'`` (EMA ``a ← γ a + (1−γ) k²``, centre ``log(1/K)`` by default) or ``'rls'``. ``normalize_m``
+    (PDN only): divide ``m`` by its mean over coordinates at every token — the step-size control.
     """
     if method not in RECALL_METHODS:
         raise ValueError(f"method must be one of {RECALL_METHODS}, got {method!r}")
@@ -318,6 +342,8 @@ def single_pass_recall(k: Tensor, v: Tensor, method: str, beta: float = 0.5, x: 
         _, S = delta_rule_chunk(k4, k4, v4, b, output_final_state=True)
     elif method == "pdn":
         m = ema_preconditioner(k4, gamma, x, math.log(1.0 / K) if center is None else center)
+        if normalize_m:
+            m = m / m.mean(-1, keepdim=True)
         _, S = delta_rule_chunk(k4, k4, v4, b, k_write=m * k4, output_final_state=True)
     else:
         _, S = rls_delta_rule(k4, k4, v4, b, None, lam)
@@ -338,7 +364,8 @@ def recall_curves(ns, seeds: int, d_k: int = 32, d_v: int = 32, kappa: float = 2
             v = l2_normalize(torch.randn(seeds, n, d_v, generator=gen, dtype=k.dtype), eps=0.0)
             for beta in betas:
                 specs = [("linear attention", "la", {}), ("DeltaNet", "dn", {}), ("PDN x=1.5", "pdn", {"x": 1.5}),
-                         ("PDN x=2", "pdn", {"x": 2.0}), ("RLS", "rls", {})]
+                         ("PDN x=2", "pdn", {"x": 2.0}), ("PDN x=2, m mean 1", "pdn", {"x": 2.0, "normalize_m": True}),
+                         ("RLS", "rls", {})]
                 for label, method, kw in specs:
                     acc = single_pass_recall(k, v, method, beta=beta, **kw)
                     rows.append({"skew": "rotated" if rotate else "axis-aligned", "n": n, "beta": beta,
@@ -351,6 +378,14 @@ def recall_curves(ns, seeds: int, d_k: int = 32, d_v: int = 32, kappa: float = 2
 # ------------------------------------------------------------------------------------------------
 
 
+def _check_mqar_sizes(n_pairs: int, vocab_size: int) -> None:
+    _check_pos_int("n_pairs", n_pairs)
+    _check_pos_int("vocab_size", vocab_size, low=4)
+    half = vocab_size // 2
+    if n_pairs >= half:
+        raise ValueError(f"n_pairs must be < vocab_size // 2 = {half} (distinct keys from [1, {half})), got {n_pairs}")
+
+
 def mqar_batch(batch_size: int, n_pairs: int, vocab_size: int = 128, generator: torch.Generator | None = None,
                key_zipf: float | None = None, device=None) -> tuple[Tensor, Tensor]:
     """Multi-query associative recall: ``n`` key–value pairs, then the keys again in a random order, each
@@ -359,11 +394,8 @@ def mqar_batch(batch_size: int, n_pairs: int, vocab_size: int = 128, generator: 
     value at query-key positions and ``-100`` elsewhere.
     """
     _check_pos_int("batch_size", batch_size)
-    _check_pos_int("n_pairs", n_pairs)
-    _check_pos_int("vocab_size", vocab_size, low=4)
+    _check_mqar_sizes(n_pairs, vocab_size)
     half = vocab_size // 2
-    if n_pairs >= half:
-        raise ValueError(f"n_pairs must be < vocab_size // 2 = {half} (distinct keys from [1, {half})), got {n_pairs}")
     if key_zipf is not None and key_zipf < 0:
         raise ValueError(f"key_zipf must be >= 0, got {key_zipf}")
     B, n = batch_size, n_pairs
@@ -399,8 +431,13 @@ def build_model(name: str, vocab_size: int = 128, d_model: int = 64, n_heads: in
 def train_mqar(model: TinyRecurrentLM, steps: int, batch_size: int = 32, n_pairs: int = 8, vocab_size: int = 128,
                lr: float = 3e-3, seed: int = 0, log_every: int = 50, key_zipf: float | None = None) -> dict:
     """AdamW (wd 0.01, none on gains/biases/centres) with a one-cycle schedule (10 % warm-up) on fresh MQAR
-    batches. Returns ``{'step': [...], 'loss': [...]}`` (loss averaged over each logging window)."""
+    batches. Returns ``{'step': [...], 'loss': [...]}`` (loss averaged over each logging window).
+
+    One model, one step at a time: the reference for :func:`train_mqar_stacked`, which trains several
+    seeds of a variant at once and is what :func:`mqar_benchmark` uses."""
     _check_pos_int("steps", steps)
+    _check_pos_int("log_every", log_every)
+    _check_mqar_sizes(n_pairs, vocab_size)
     dev = next(model.parameters()).device
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -408,7 +445,7 @@ def train_mqar(model: TinyRecurrentLM, steps: int, batch_size: int = 32, n_pairs
                             lr=lr)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
     gen = torch.Generator().manual_seed(seed)
-    hist, window = {"step": [], "loss": []}, []
+    hist, window, n_win = {"step": [], "loss": []}, torch.zeros((), device=dev), 0
     model.train()
     for step in tqdm(range(1, steps + 1), desc="mqar", leave=False):
         tokens, targets = mqar_batch(batch_size, n_pairs, vocab_size, gen, key_zipf, dev)
@@ -419,12 +456,98 @@ def train_mqar(model: TinyRecurrentLM, steps: int, batch_size: int = 32, n_pairs
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
-        window.append(loss.item())
+        window += loss.detach()  # stays on the device; one host sync per logging window
+        n_win += 1
         if step % log_every == 0 or step == steps:
             hist["step"].append(step)
-            hist["loss"].append(sum(window) / len(window))
-            window = []
+            hist["loss"].append((window / n_win).item())
+            window.zero_()
+            n_win = 0
     return hist
+
+
+def _stacked(models):
+    """``(base, params, buffers)``: the models' parameters stacked along a new leading dimension
+    (``torch.func.stack_module_state``) and a weightless copy of the architecture to call them with."""
+    params, buffers = stack_module_state(models)
+    base = copy.deepcopy(models[0]).to("meta")
+    return base, params, buffers
+
+
+def _stacked_forward(base, params, buffers, tokens: Tensor) -> Tensor:
+    """Logits ``[M,B,T,V]`` of ``M`` same-architecture models on their own token batches ``[M,B,T]`` (one
+    ``vmap``-ed call: the kernel count per step is that of one model, whatever ``M``)."""
+    return vmap(lambda p, b, t: functional_call(base, (p, b), (t,)))(params, buffers, tokens)
+
+
+def _per_model_loss(logits: Tensor, targets: Tensor) -> Tensor:
+    """Mean cross-entropy over the query positions of each model's batch, ``[M]``."""
+    M = logits.shape[0]
+    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 2), targets.flatten(), ignore_index=-100,
+                                           reduction="none").view(M, -1)
+    mask = (targets.view(M, -1) != -100).to(ce.dtype)
+    return (ce * mask).sum(1) / mask.sum(1)
+
+
+def train_mqar_stacked(models, steps: int, batch_size: int = 32, n_pairs: int = 8, vocab_size: int = 128,
+                       lr: float = 3e-3, seeds=None, log_every: int = 50, key_zipf: float | None = None) -> list[dict]:
+    """Train ``M`` same-architecture models (one variant, several seeds) *together*: parameters stacked,
+    one ``vmap``-ed forward and backward per step, one AdamW over the stacked tensors (element-wise, so each
+    model's update is its own), gradient clipping at 1 *per model*, per-model data streams seeded by
+    ``seeds``. This is the same training as :func:`train_mqar` run once per model — to round-off — with
+    ``M`` times fewer kernel launches. The loss stays on the device and is read once per logging window.
+    The trained weights are copied back into ``models``. Returns one ``{'step', 'loss'}`` history per model.
+    """
+    _check_pos_int("steps", steps)
+    _check_pos_int("log_every", log_every)
+    models = list(models)
+    if not models:
+        raise ValueError("models must be a non-empty list of TinyRecurrentLM")
+    seeds = list(range(len(models))) if seeds is None else list(seeds)
+    if len(seeds) != len(models):
+        raise ValueError(f"seeds must have one entry per model ({len(models)}), got {len(seeds)}")
+    _check_mqar_sizes(n_pairs, vocab_size)
+    if len(models) == 1:  # nothing to stack: the plain loop is the same training with less overhead
+        return [train_mqar(models[0], steps, batch_size, n_pairs, vocab_size, lr, seeds[0], log_every, key_zipf)]
+    dev = next(models[0].parameters()).device
+    base, params, buffers = _stacked(models)
+    decay = [p for p in params.values() if p.dim() >= 3]  # a matrix per model: weight decay
+    no_decay = [p for p in params.values() if p.dim() < 3]  # gains, biases, centres, gate scalars
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=lr, fused=dev.type == "cuda" or None)  # one fused kernel per step on a GPU
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
+    gens = [torch.Generator().manual_seed(s) for s in seeds]
+    M = len(models)
+    hists = [{"step": [], "loss": []} for _ in range(M)]
+    window, n_win = torch.zeros(M, device=dev), 0
+    plist = list(params.values())
+    for step in tqdm(range(1, steps + 1), desc="mqar", leave=False):
+        batches = [mqar_batch(batch_size, n_pairs, vocab_size, g, key_zipf) for g in gens]
+        tokens = torch.stack([b[0] for b in batches]).to(dev, non_blocking=True)
+        targets = torch.stack([b[1] for b in batches]).to(dev, non_blocking=True)
+        loss = _per_model_loss(_stacked_forward(base, params, buffers, tokens), targets)  # [M]
+        opt.zero_grad(set_to_none=True)
+        loss.sum().backward()  # each model's loss only reaches its own slice of the stacked parameters
+        # clip_grad_norm_(max_norm=1) per model: norm over that model's slice of every parameter
+        sq = torch.stack([p.grad.flatten(1).square().sum(1) for p in plist]).sum(0)  # [M]
+        coef = (1.0 / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+        torch._foreach_mul_([p.grad for p in plist], [coef.view(-1, *([1] * (p.dim() - 1))) for p in plist])
+        opt.step()
+        sched.step()
+        window += loss.detach()
+        n_win += 1
+        if step % log_every == 0 or step == steps:
+            mean = (window / n_win).tolist()  # the only host sync of the window
+            for h, val in zip(hists, mean):
+                h["step"].append(step)
+                h["loss"].append(val)
+            window.zero_()
+            n_win = 0
+    with torch.no_grad():
+        for i, model in enumerate(models):
+            for name, p in model.named_parameters():
+                p.copy_(params[name][i])
+    return hists
 
 
 @torch.no_grad()
@@ -442,15 +565,26 @@ def evaluate_mqar(model: TinyRecurrentLM, n_pairs: int, vocab_size: int = 128, n
 def mqar_benchmark(variants, steps: int, n_pairs: int, seeds=(0,), batch_size: int = 32, vocab_size: int = 128,
                    d_model: int = 64, n_heads: int = 2, head_dim: int = 32, chunk_size: int = 16, lr: float = 3e-3,
                    device=None, log_every: int = 50) -> dict:
-    """Train and evaluate every variant for every seed. Returns ``{'results': DataFrame, 'curves': {...},
-    'models': {(name, seed): model}}``."""
+    """Train and evaluate every variant for every seed; the seeds of a variant train together
+    (:func:`train_mqar_stacked`). Sizes are validated before any training starts. Returns
+    ``{'results': DataFrame, 'curves': {(name, seed): hist}, 'models': {(name, seed): model}}``."""
+    _check_mqar_sizes(n_pairs, vocab_size)
+    _check_pos_int("steps", steps)
+    seeds = tuple(seeds)
+    if not seeds:
+        raise ValueError("seeds must not be empty")
+    for name in variants:
+        if name not in MQAR_VARIANTS:
+            raise ValueError(f"variants must be names in {tuple(MQAR_VARIANTS)}, got {name!r}")
     rows, curves, models = [], {}, {}
     for name in variants:
-        for s in seeds:
-            model = build_model(name, vocab_size, d_model, n_heads, head_dim, chunk_size, seed=s, device=device)
-            t0 = time.process_time()
-            hist = train_mqar(model, steps, batch_size, n_pairs, vocab_size, lr, seed=s, log_every=log_every)
-            cpu = time.process_time() - t0
+        group = [build_model(name, vocab_size, d_model, n_heads, head_dim, chunk_size, seed=s, device=device)
+                 for s in seeds]
+        t0 = time.process_time()
+        hists = train_mqar_stacked(group, steps, batch_size, n_pairs, vocab_size, lr, seeds=seeds,
+                                   log_every=log_every)
+        cpu = (time.process_time() - t0) / len(seeds)
+        for s, model, hist in zip(seeds, group, hists):
             acc = evaluate_mqar(model, n_pairs, vocab_size)
             rows.append({"variant": name, "seed": s, "n_pairs": n_pairs, "acc": acc,
                          "params": sum(p.numel() for p in model.parameters()), "cpu_s": cpu})
@@ -472,3 +606,33 @@ def eigen_samples(T: int, x_values=(1.5, 3.0), B: int = 4, H: int = 2, K: int = 
         m = squash_preconditioner(a, center=center, x=x)
         out[f"PGDN x={x:g}"] = write_eigenvalues(k, inp["beta"], m)
     return out
+
+
+def nonnormal_writes(x: float = 1.5, beta: float = 1.0, steps: int = 60, n_angles: int = 4001,
+                     shrink: float = 0.999) -> dict:
+    """P4 beyond eigenvalues, in ``K = 2`` with ``m ∈ {(x', 1/x'), (1/x', x')}``, ``x' = shrink·x`` (inside the
+    squash's range). The write ``A = I − β Diag(m) k k^T`` is not normal, so its *spectral norm* can exceed 1
+    although both eigenvalues lie in ``[−1, 1]``. Returns ``{'max_norm': max_k ‖A‖_2 (fixed m),
+    'max_weighted_norm': max_k ‖D^{-1/2} A D^{1/2}‖_2 (fixed m; = max(1, |λ_w|)), 'max_abs_eig',
+    'growth': ‖s_T‖/‖s_0‖ for a greedy adversarial sequence of keys and multipliers (m switching between
+    the two choices, a unit key at the worst of ``n_angles`` angles each step)}``."""
+    _check_pos_int("steps", steps)
+    _check_pos_int("n_angles", n_angles, low=2)
+    if not (1.0 <= x) or not (0 < beta):
+        raise ValueError(f"need x >= 1 and beta > 0, got x={x}, beta={beta}")
+    dt = torch.float64
+    th = torch.linspace(0, math.pi, n_angles, dtype=dt)
+    k = torch.stack([th.cos(), th.sin()], -1)  # [N,2] unit keys
+    xs = shrink * x
+    ms = torch.tensor([[xs, 1 / xs], [1 / xs, xs]], dtype=dt)  # two multiplier vectors
+    eye = torch.eye(2, dtype=dt)
+    A = eye - beta * (ms[:, None, :] * k[None])[..., :, None] * k[None, :, None, :]  # [2,N,2,2]
+    Dh = ms.sqrt()[:, None, :]  # D^{1/2}
+    Aw = A * Dh[..., None, :] / Dh[..., :, None]  # D^{-1/2} A D^{1/2}
+    s = torch.tensor([1.0, 0.0], dtype=dt)
+    for _ in range(steps):
+        cand = (A @ s).flatten(0, 1)  # every (m, k) choice applied to the current state
+        s = cand[cand.norm(dim=-1).argmax()]
+    return {"max_norm": torch.linalg.matrix_norm(A, ord=2).max().item(),
+            "max_weighted_norm": torch.linalg.matrix_norm(Aw, ord=2).max().item(),
+            "max_abs_eig": torch.linalg.eigvals(A).abs().max().item(), "growth": s.norm().item()}

@@ -52,6 +52,10 @@ def _check_tensor(name: str, t, ndim: int | tuple[int, ...] | None = None) -> Te
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if not t.is_floating_point():
         raise TypeError(f"{name} must have a floating dtype, got {t.dtype}")
+    if t.dtype in (torch.float16, torch.bfloat16):
+        raise TypeError(f"{name} must be float32 or float64, got {t.dtype}: the recurrences accumulate over "
+                        f"the sequence and the chunked form solves triangular systems, which half precision "
+                        f"cannot do reliably (convert with .float())")
     dims = (ndim,) if isinstance(ndim, int) else ndim
     if dims is not None and t.dim() not in dims:
         raise ValueError(f"{name} must be {' or '.join(f'{d}-D' for d in dims)}, got shape {tuple(t.shape)}")
@@ -386,7 +390,12 @@ def precond_delta_rule(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, g: Tensor 
     2. preconditioner state ``a`` (eq-atk) from the normalised keys, ``m`` by the squash (eq-squash, eq-m);
     3. write key ``k̃ = m ⊙ k``; run the recurrence (``mode='chunk'`` or ``'recurrent'``).
 
-    ``g_atk`` / ``beta_atk`` (``[B,T,H]``) default to 0 / 1 (an undecayed running sum of ``k²``, Adagrad-like).
+    ``g_atk`` / ``beta_atk`` (``[B,T,H]``) default to 0 / 1. **Fallback when the preconditioner gates are
+    omitted:** the state is then the *undecayed* running sum ``a_t = Σ_{i≤t} k_i²`` (Adagrad-like), which
+    grows without bound (about ``t/K`` per coordinate for unit keys). Once ``a ≫ e^c`` the squash saturates
+    and ``m`` drifts towards ``1/x`` in every coordinate, so on long sequences the write is damped uniformly
+    rather than preconditioned. The official layer always passes learned gates (a decayed state); pass
+    ``g_atk < 0`` to get a running *average*.
     ``center`` is a float or a per-head tensor ``[H]`` (learnable in the layer). ``x`` must lie in
     ``[1, 2]`` (the write eigenvalue then stays in ``[−1, 1]`` for ``β ≤ 1``, P4) unless
     ``allow_unstable=True``; ``x = 1`` gives ``m ≡ 1``, the unpreconditioned recurrence.

@@ -14,7 +14,7 @@ _REG_ORDER = ("linear attention", "DeltaNet", "PDN x=1.5", "PDN x=2", "Jacobi (u
 def error_curves(results: dict, t_check: int):
     """Relative error vs t, one panel per skew (``results = {'axis-aligned': res, 'rotated': res}``)."""
     colors = method_colors(_REG_ORDER)
-    fig, axes = plt.subplots(1, len(results), figsize=(9.5, 3.6), sharey=True)
+    fig, axes = plt.subplots(1, len(results), figsize=(6.7, 3.6), sharey=True, layout="constrained")
     for ax, (label, res) in zip(np.atleast_1d(axes), results.items()):
         for name in _REG_ORDER:
             err = res["err"][name].clamp_min(1e-8)
@@ -30,14 +30,13 @@ def error_curves(results: dict, t_check: int):
         ax.set_xlabel("tokens written t")
         ax.text(0.98, 0.97, label, transform=ax.transAxes, ha="right", va="top")
     np.atleast_1d(axes)[0].set_ylabel("relative error ||S_t - W|| / ||W||")
-    np.atleast_1d(axes)[-1].legend(loc="lower left", fontsize=8)
-    fig.tight_layout()
+    fig.legend(*np.atleast_1d(axes)[0].get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=8)
     return fig
 
 
 def condition_bars(conds: dict):
     """κ(Σ) and κ(D^{-1/2} Σ D^{-1/2}) for each skew (``conds = {label: (before, after)}``)."""
-    fig, ax = plt.subplots(figsize=(5.0, 3.2))
+    fig, ax = plt.subplots(figsize=(5.0, 3.2), layout="constrained")
     labels = list(conds)
     x = np.arange(len(labels))
     c = method_colors(["key covariance", "after diagonal scaling"])
@@ -46,8 +45,7 @@ def condition_bars(conds: dict):
            color=c["after diagonal scaling"])
     ax.set_xticks(x, labels)
     ax.set_ylabel("condition number")
-    ax.legend()
-    fig.tight_layout()
+    fig.legend(loc="outside right upper", fontsize=8)
     return fig
 
 
@@ -56,7 +54,7 @@ def squash_curves(xs=(1.25, 1.5, 2.0), centers=(-0.2, -3.4657)):  # -3.4657 = lo
     from .method import squash_preconditioner
 
     a = torch.logspace(-6, 2, 400, dtype=torch.float64)
-    fig, ax = plt.subplots(figsize=(6.0, 3.4))
+    fig, ax = plt.subplots(figsize=(6.0, 3.4), layout="constrained")
     colors = method_colors([f"x={x:g}" for x in xs])
     for x in xs:
         for c, ls in zip(centers, ("-", "--")):
@@ -66,14 +64,13 @@ def squash_curves(xs=(1.25, 1.5, 2.0), centers=(-0.2, -3.4657)):  # -3.4657 = lo
     ax.set_xscale("log")
     ax.set_xlabel("preconditioner state a (running mean of k^2)")
     ax.set_ylabel("write multiplier m")
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
+    fig.legend(loc="outside right upper", fontsize=7)
     return fig
 
 
 def eigen_histogram(eigs: dict, lower: float = -1.0):
     """Histogram of write eigenvalues per method with the stable band [-1, 1] shaded."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
     colors = method_colors(list(eigs))
     lo = min(lower, min(float(e.min()) for e in eigs.values()))
     bins = np.linspace(lo - 0.05, 1.0, 80)
@@ -84,28 +81,26 @@ def eigen_histogram(eigs: dict, lower: float = -1.0):
     ax.axvline(-1, color="black", lw=0.8, ls=":")
     ax.set_xlabel("write eigenvalue 1 - beta <k, m k>")
     ax.set_ylabel("density")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    fig.legend(loc="outside right upper", fontsize=8)
     return fig
 
 
 def stress_plot(norms: dict):
     """State norm vs t in the stress test, one line per ``x``."""
-    fig, ax = plt.subplots(figsize=(6.0, 3.3))
+    fig, ax = plt.subplots(figsize=(6.0, 3.3), layout="constrained")
     colors = method_colors([f"x={x:g}" for x in norms])
     for x, n in norms.items():
         ax.plot(np.arange(1, len(n) + 1), n.clamp_min(1e-12).numpy(), color=colors[f"x={x:g}"], label=f"x={x:g}")
     ax.set_yscale("log")
     ax.set_xlabel("step t")
     ax.set_ylabel("state norm ||S_t||")
-    ax.legend()
-    fig.tight_layout()
+    fig.legend(loc="outside right upper", fontsize=8)
     return fig
 
 
 def timing_plot(df):
     """Time vs T (left) for recurrent and each chunk size, and the recurrent/chunk ratio (right)."""
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.5, 3.5))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(6.7, 3.6), layout="constrained")
     rec = df[df["mode"] == "recurrent"].set_index("T")["seconds"]
     chunks = sorted(df["chunk"].dropna().unique())
     names = ["recurrent"] + [f"chunk C={int(c)}" for c in chunks]
@@ -122,8 +117,7 @@ def timing_plot(df):
     ax1.set_ylabel("forward time (s)")
     ax2.axhline(1.0, color="grey", lw=0.8)
     ax2.set_ylabel("recurrent time / chunk time")
-    ax1.legend(fontsize=8)
-    fig.tight_layout()
+    fig.legend(*ax1.get_legend_handles_labels(), loc="outside lower center", ncol=4, fontsize=8)
     return fig
 
 
@@ -133,7 +127,7 @@ def recall_plot(df, beta: float):
     skews = list(dict.fromkeys(sub["skew"]))
     methods = list(dict.fromkeys(sub["method"]))
     colors = method_colors(methods)
-    fig, axes = plt.subplots(1, len(skews), figsize=(9.5, 3.4), sharey=True)
+    fig, axes = plt.subplots(1, len(skews), figsize=(6.7, 3.6), sharey=True, layout="constrained")
     for ax, skew in zip(np.atleast_1d(axes), skews):
         for name in methods:
             d = sub[(sub["skew"] == skew) & (sub["method"] == name)]
@@ -142,14 +136,13 @@ def recall_plot(df, beta: float):
         ax.set_xlabel("stored pairs n")
         ax.text(0.02, 0.03, skew, transform=ax.transAxes)
     np.atleast_1d(axes)[0].set_ylabel("recall accuracy")
-    np.atleast_1d(axes)[-1].legend(fontsize=8)
-    fig.tight_layout()
+    fig.legend(*np.atleast_1d(axes)[0].get_legend_handles_labels(), loc="outside lower center", ncol=5, fontsize=8)
     return fig
 
 
 def mqar_plot(results, curves):
     """Final accuracy per variant (left) and training-loss curves (right)."""
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.5, 3.4))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(6.7, 3.6), layout="constrained")
     names = list(dict.fromkeys(results["variant"]))
     colors = method_colors(names)
     acc = results.groupby("variant", sort=False)["acc"].mean()
@@ -161,23 +154,21 @@ def mqar_plot(results, curves):
         ax2.plot(hist["step"], hist["loss"], color=colors[name], label=name)
     handles, labels = ax2.get_legend_handles_labels()
     keep = dict(zip(labels, handles))
-    ax2.legend(keep.values(), keep.keys(), fontsize=8)
+    fig.legend(keep.values(), keep.keys(), loc="outside lower center", ncol=len(keep), fontsize=8)
     ax2.set_yscale("log")
     ax2.set_xlabel("training step")
     ax2.set_ylabel("cross-entropy at query positions")
-    fig.tight_layout()
     return fig
 
 
 def m_histogram(values: dict):
     """Histogram of learned write multipliers ``m`` per layer."""
-    fig, ax = plt.subplots(figsize=(6.0, 3.3))
+    fig, ax = plt.subplots(figsize=(6.0, 3.3), layout="constrained")
     colors = method_colors(list(values))
     for name, m in values.items():
         ax.hist(m.flatten().numpy(), bins=60, histtype="step", lw=1.6, color=colors[name], label=name, density=True)
     ax.axvline(1.0, color="grey", lw=0.8)
     ax.set_xlabel("write multiplier m")
     ax.set_ylabel("density")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    fig.legend(loc="outside right upper", fontsize=8)
     return fig

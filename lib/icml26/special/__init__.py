@@ -13,6 +13,8 @@ from .method import (
     mlp_forward,
     n_params,
     run_fdil,
+    run_fdil_many,
+    run_fdil_seeds,
     server_proximal_step,
     special_server_step,
 )
@@ -20,11 +22,13 @@ from .metrics import all_metrics, average_accuracy, backward_transfer, forgettin
 from .presets import PRESETS, SpecialPreset, preset
 from .theory import (
     bkt_bound,
+    bkt_sweep,
     convergence_experiment,
     fit_slopes,
     make_quadratic_tasks,
     quad_smoothness,
     run_quadratic_fdil,
+    toy_curvature,
 )
 
 __all__ = [
@@ -38,6 +42,7 @@ __all__ = [
     "average_accuracy",
     "backward_transfer",
     "bkt_bound",
+    "bkt_sweep",
     "client_mean_update",
     "client_shards",
     "convergence_experiment",
@@ -56,8 +61,11 @@ __all__ = [
     "quad_smoothness",
     "replay_indices",
     "run_fdil",
+    "run_fdil_many",
+    "run_fdil_seeds",
     "run_quadratic_fdil",
     "server_proximal_step",
     "special_server_step",
+    "toy_curvature",
     "validate_domains",
 ]

@@ -140,12 +140,16 @@ def validate_domains(domains: Sequence[DomainData]) -> None:
 
 
 def dirichlet_partition(y: np.ndarray, n_clients: int, alpha: float, rng: np.random.Generator,
-                        min_size: int = 2, max_tries: int = 1000) -> list[np.ndarray]:
+                        min_size: int = 2, max_tries: int = 100) -> list[np.ndarray]:
     """Split sample indices across clients with Dirichlet(``alpha``) label skew.
 
     For each class, the class's indices are shuffled and cut according to proportions
     ``p ~ Dir(alpha * 1_M)``. The draw is repeated until every client holds ``>= min_size``
-    samples. Returns ``n_clients`` sorted index arrays that partition ``range(len(y))``.
+    samples. When ``max_tries`` draws all leave a client short (small ``alpha`` with many clients:
+    at ``alpha=0.1`` and 100 clients almost every draw does), the last draw is *topped up*: each
+    short client receives random samples taken from the currently largest shard, so the label skew
+    of the draw is kept except for those few samples. Returns ``n_clients`` sorted index arrays
+    that partition ``range(len(y))``.
     """
     y = np.asarray(y)
     if y.ndim != 1:
@@ -157,6 +161,8 @@ def dirichlet_partition(y: np.ndarray, n_clients: int, alpha: float, rng: np.ran
     if min_size < 0 or min_size * n_clients > len(y):
         raise ValueError(f"min_size * n_clients must not exceed len(y) = {len(y)}, got "
                          f"{min_size} * {n_clients}")
+    if isinstance(max_tries, bool) or not isinstance(max_tries, int) or max_tries < 1:
+        raise ValueError(f"max_tries must be a positive int, got {max_tries!r}")
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
     classes = np.unique(y)
@@ -168,8 +174,15 @@ def dirichlet_partition(y: np.ndarray, n_clients: int, alpha: float, rng: np.ran
             cuts = (np.cumsum(p)[:-1] * len(idx)).astype(int)
             for i, part in enumerate(np.split(idx, cuts)):
                 shards[i].append(part)
-        parts = [np.sort(np.concatenate(s)) for s in shards]
+        parts = [np.concatenate(s) for s in shards]
         if min(len(p) for p in parts) >= min_size:
-            return parts
-    raise ValueError(f"could not give every client >= {min_size} samples in {max_tries} draws; "
-                     f"raise alpha or lower n_clients")
+            return [np.sort(p) for p in parts]
+    # top-up of the last draw: move samples from the largest shard to each short client
+    for i in range(n_clients):
+        while len(parts[i]) < min_size:
+            big = int(np.argmax([len(p) for p in parts]))
+            take = rng.choice(len(parts[big]), min(min_size - len(parts[i]), len(parts[big]) - min_size),
+                              replace=False)
+            parts[i] = np.concatenate([parts[i], parts[big][take]])
+            parts[big] = np.delete(parts[big], take)
+    return [np.sort(p) for p in parts]

@@ -10,7 +10,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .data import make_digit_domains
-from .method import FDILConfig, FDILResult, run_fdil
+from .method import FDILConfig, FDILResult, run_fdil_many, run_fdil_seeds
 from .metrics import all_metrics
 from .presets import SpecialPreset
 from .theory import make_quadratic_tasks, run_quadratic_fdil
@@ -39,11 +39,13 @@ class Variant:
 
 
 def method_grid(p: SpecialPreset, task_lams=None) -> list[Variant]:
-    """Spec section 3.3 at equal budgets: FedAvg, FedProx, SPECIAL (round anchor, lam grid),
-    SPECIAL-T (task anchor, small lam grid), Replay and Joint."""
+    """Spec section 3.3 at equal budgets: FedAvg, FedAvg with the local step halved (step-size
+    control), FedProx (mu grid), SPECIAL (round anchor, lam grid), SPECIAL-T (task anchor, small
+    lam grid), Replay and Joint."""
     task_lams = p.lams_task if task_lams is None else task_lams
     out = [Variant("FedAvg", "FedAvg", (("method", "fedavg"),)),
-           Variant(f"FedProx mu={p.fedprox_mu:g}", "FedProx", (("method", "fedprox"), ("mu", p.fedprox_mu)))]
+           Variant("FedAvg lr/2", "FedAvg lr/2", (("method", "fedavg"), ("lr", p.lr / 2)))]
+    out += [Variant(f"FedProx mu={mu:g}", "FedProx", (("method", "fedprox"), ("mu", mu))) for mu in p.fedprox_mus]
     out += [Variant(f"SPECIAL lam={lam:g}", "SPECIAL", (("method", "special"), ("lam", lam)))
             for lam in p.lams_round if lam > 0]
     out += [Variant(f"SPECIAL-T lam={lam:g}", "SPECIAL-T",
@@ -54,18 +56,47 @@ def method_grid(p: SpecialPreset, task_lams=None) -> list[Variant]:
 
 
 def run_variants(domains, p: SpecialPreset, variants: list[Variant], seeds: int | None = None,
-                 device: str | None = None, progress: bool = True):
-    """Every variant on every seed. Returns (DataFrame of metrics per run, {name: [FDILResult]})."""
+                 device: str | None = None, progress: bool = True, log_every: int = 1, max_runs: int = 64,
+                 seeds_by_name: dict | None = None):
+    """Every variant on every seed. Runs are stacked into batches of :func:`run_fdil_many` (up to
+    ``max_runs`` each; joint training, whose shards are K times longer, in batches of its own).
+
+    Returns (DataFrame of metrics per run, {name: [FDILResult]}). ``log_every`` > 1 skips the
+    per-round evaluation (the accuracy matrix is always complete). ``seeds_by_name`` overrides the
+    number of seeds of single variants.
+    """
     seeds = p.seeds if seeds is None else seeds
+    n_seeds = {v.name: (seeds_by_name or {}).get(v.name, seeds) for v in variants}
+    jobs = [(v, s, base_config(p, device, seed=p.seed + s, **dict(v.changes)))
+            for v in variants for s in range(n_seeds[v.name])]
+    batches = []
+    for joint in (False, True):
+        sub = [j for j in jobs if (j[2].method == "joint") == joint]
+        batches += [sub[i:i + max_runs] for i in range(0, len(sub), max_runs)]
+    out = {}
+    for batch in tqdm(batches, leave=False, disable=not progress, desc="batches of runs"):
+        res = run_fdil_many(domains, [j[2] for j in batch], log_every=log_every, progress=False)
+        out.update({(v.name, s): r for (v, s, _), r in zip(batch, res)})
     rows, results = [], {}
-    jobs = [(v, s) for v in variants for s in range(seeds)]
-    for v, s in tqdm(jobs, leave=False, disable=not progress, desc="runs"):
-        cfg = base_config(p, device, seed=p.seed + s, **dict(v.changes))
-        res = run_fdil(domains, cfg, progress=False)
-        results.setdefault(v.name, []).append(res)
-        rows.append({"name": v.name, "family": v.family, "seed": s, "lam": cfg.lam if cfg.method == "special" else 0.0,
-                     **all_metrics(res.acc_matrix)})
+    for v, s, cfg in jobs:
+        r = out[(v.name, s)]
+        results.setdefault(v.name, []).append(r)
+        rows.append({"name": v.name, "family": v.family, "seed": s,
+                     "lam": cfg.lam if cfg.method == "special" else 0.0,
+                     "mu": cfg.mu if cfg.method == "fedprox" else 0.0, **all_metrics(r.acc_matrix)})
     return pd.DataFrame(rows), results
+
+
+def paired_diff(df: pd.DataFrame, a: str, b: str, key: str, n_boot: int = 2000, seed: int = 0) -> dict:
+    """Mean over seeds of key(a) - key(b) (same seed = same partitions and sampling), with a
+    percentile bootstrap 95% interval over seeds and the number of seeds where a > b."""
+    x = df[df["name"] == a].set_index("seed")[key]
+    y = df[df["name"] == b].set_index("seed")[key]
+    d = (x - y.loc[x.index]).to_numpy()
+    rng = np.random.default_rng(seed)
+    boot = d[rng.integers(0, len(d), (n_boot, len(d)))].mean(1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return {"mean": float(d.mean()), "lo": float(lo), "hi": float(hi), "wins": int((d > 0).sum()), "n": len(d)}
 
 
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
@@ -81,24 +112,38 @@ def mean_round_acc(results: list[FDILResult]) -> np.ndarray:
     return np.mean([r.round_acc for r in results], axis=0)
 
 
-def equivalence_checks(domains, p: SpecialPreset, lam: float = 1.0, device: str | None = "cpu") -> dict:
-    """Run the identities of spec section 8 on a full FDIL run (same seeds everywhere).
+def equivalence_checks(domains, p: SpecialPreset, lam: float = 1.0, device: str | None = "cpu",
+                       seeds=None) -> dict:
+    """Run the identities of spec section 8 on full FDIL runs (same seeds everywhere).
 
-    Returns the max abs parameter difference of SPECIAL(lam, round) vs FedAvg with server lr
-    1/(1+lam), and whether SPECIAL(0), FedProx(0) and SPECIAL-C(0) equal FedAvg bit for bit.
+    ``slr_max_diff``: max over ``seeds`` (default: ``p.ident_seeds`` seeds) and coordinates of
+    |SPECIAL(lam, round) - FedAvg with server lr 1/(1+lam)| in float64, where the identity holds to
+    rounding; ``slr_max_diff_f32`` the same in float32 for the first seed, where rounding
+    differences are amplified by training (non-zero, growing with rounds). Also whether
+    SPECIAL(0), FedProx(0) and SPECIAL-C(0) equal FedAvg bit for bit (first seed), and the
+    SPECIAL-vs-FedAvg gap (a wrong server step would show).
     """
-    def final(**changes) -> torch.Tensor:
-        return run_fdil(domains, base_config(p, device, **changes), progress=False).final_params
+    seeds = list(range(p.ident_seeds)) if seeds is None else list(seeds)
 
-    fedavg = final(method="fedavg")
+    def final(dtype="float32", run_seeds=seeds[:1], **changes) -> torch.Tensor:
+        res = run_fdil_seeds(domains, base_config(p, device, dtype=dtype, **changes), run_seeds,
+                             log_every=p.rounds_per_task, progress=False)
+        return torch.stack([r.final_params.cpu() for r in res])  # (S, P)
+
+    fedavg = final(method="fedavg")  # float32 comparisons: the first seed
     special = final(method="special", lam=lam)
     slr = final(method="fedavg", server_lr=1.0 / (1.0 + lam))
+    special64 = final("float64", seeds, method="special", lam=lam)  # the identity: every seed
+    slr64 = final("float64", seeds, method="fedavg", server_lr=1.0 / (1.0 + lam))
     return {
-        "slr_max_diff": float((special - slr).abs().max()),
+        "slr_max_diff": float((special64 - slr64).abs().max()),
+        "slr_max_diff_f32": float((special - slr).abs().max()),
+        "slr_diff_per_seed": (special64 - slr64).abs().amax(1).tolist(),
         "special_vs_fedavg_max_diff": float((special - fedavg).abs().max()),
         "lam0_bitwise": bool(torch.equal(final(method="special", lam=0.0), fedavg)),
         "fedprox0_bitwise": bool(torch.equal(final(method="fedprox", mu=0.0), fedavg)),
         "special_c0_bitwise": bool(torch.equal(final(method="special_c", mu=0.0), fedavg)),
+        "seeds": seeds,
     }
 
 

@@ -43,6 +43,7 @@ from .data import DomainData, dirichlet_partition, validate_domains
 
 METHODS = ("fedavg", "fedprox", "special", "special_c", "replay", "joint")
 ANCHORS = ("round", "task")
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -115,20 +116,21 @@ def _batched_grad(params: torch.Tensor, Xb: torch.Tensor, yb: torch.Tensor, mb: 
     return torch.cat([gW1.reshape(N, -1), gb1, gW2.reshape(N, -1), gb2], dim=1)  # (N, P)
 
 
-def _check_train_args(epochs: int, lr: float, batch_size: int, hidden: int, prox_mu: float) -> None:
+def _check_train_args(epochs: int, lr, batch_size: int, hidden: int, prox_mu) -> None:
     for name, v in (("epochs", epochs), ("batch_size", batch_size), ("hidden", hidden)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
-    if not (math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a finite number > 0, got {lr}")
-    if not (math.isfinite(prox_mu) and prox_mu >= 0):
-        raise ValueError(f"prox_mu must be a finite number >= 0, got {prox_mu}")
+    lr_t, mu_t = torch.as_tensor(lr, dtype=torch.float64), torch.as_tensor(prox_mu, dtype=torch.float64)
+    if not (bool(torch.isfinite(lr_t).all()) and bool((lr_t > 0).all())):
+        raise ValueError(f"lr must be a finite number > 0 (or one per client), got {lr}")
+    if not (bool(torch.isfinite(mu_t).all()) and bool((mu_t >= 0).all())):
+        raise ValueError(f"prox_mu must be a finite number >= 0 (or one per client), got {prox_mu}")
 
 
 def local_train_batched(params: torch.Tensor, X: torch.Tensor, y: torch.Tensor, valid: torch.Tensor,
                         epochs: int, lr: float, batch_size: int, hidden: int,
                         prox_mu: float = 0.0, prox_center: torch.Tensor | None = None,
-                        generator: torch.Generator | None = None) -> torch.Tensor:
+                        generator: torch.Generator | list | None = None) -> torch.Tensor:
     r"""E epochs of mini-batch SGD for N clients at once, eq. (S4): params (N, P) -> (N, P).
 
     ``X`` (N, n_max, in) and ``y`` (N, n_max) hold each client's shard, padded; ``valid`` (N, n_max)
@@ -136,7 +138,10 @@ def local_train_batched(params: torch.Tensor, X: torch.Tensor, y: torch.Tensor, 
     client by client, epochs inner, from ``generator``: the same order :func:`local_train_loop`
     draws when called client after client) and takes ceil(n_i / B) steps; a client whose batches
     run out waits (its update is masked). With ``prox_mu > 0`` the gradient gains
-    :math:`\mu(w-w_c)` (FedProx / SPECIAL-C), ``prox_center`` (P,) or (N, P).
+    :math:`\mu(w-w_c)` (FedProx / SPECIAL-C), ``prox_center`` (P,) or (N, P). ``lr`` and ``prox_mu``
+    may be tensors (N,), one value per client row. ``generator`` may
+    also be a list of N generators, one per client row (several independent runs stacked as rows,
+    each drawing from its own stream).
     """
     _check_train_args(epochs, lr, batch_size, hidden, prox_mu)
     if params.ndim != 2 or X.ndim != 3 or y.shape != X.shape[:2] or valid.shape != X.shape[:2]:
@@ -144,7 +149,8 @@ def local_train_batched(params: torch.Tensor, X: torch.Tensor, y: torch.Tensor, 
                          f"{tuple(X.shape)}, {tuple(y.shape)}, {tuple(valid.shape)}")
     if params.shape[0] != X.shape[0]:
         raise ValueError(f"params and X must hold the same number of clients, got {params.shape[0]} and {X.shape[0]}")
-    if prox_mu > 0 and prox_center is None:
+    prox_any = bool(torch.as_tensor(prox_mu).gt(0).any())
+    if prox_any and prox_center is None:
         raise ValueError("prox_center must be given when prox_mu > 0")
     N, n_max, d = X.shape
     dev = params.device
@@ -153,25 +159,40 @@ def local_train_batched(params: torch.Tensor, X: torch.Tensor, y: torch.Tensor, 
     valid_cpu = valid.detach().to("cpu", torch.bool)
     sizes = valid_cpu.sum(1)  # (N,)
     steps = int(math.ceil(int(sizes.max()) / batch_size))
+    gens = generator if isinstance(generator, (list, tuple)) else [generator] * N
+    if len(gens) != N:
+        raise ValueError(f"generator must be one torch.Generator or a list of N={N}, got a list of {len(gens)}")
     order = torch.full((N, epochs, steps * batch_size), -1, dtype=torch.long)
     for i in range(N):
         pos = valid_cpu[i].nonzero().squeeze(1)  # positions of client i's real samples
         for e in range(epochs):
-            order[i, e, : len(pos)] = pos[torch.randperm(len(pos), generator=generator)]
+            order[i, e, : len(pos)] = pos[torch.randperm(len(pos), generator=gens[i])]
+    has = (order[:, :, ::batch_size] >= 0)  # (N, E, S): client i still has samples at step s (CPU)
     order = order.to(dev)
-    rows = torch.arange(N, device=dev)[:, None]  # (N, 1)
+    all_rows = torch.arange(N, device=dev)
     w = params.clone()
+    center = None
+    if prox_any:
+        center = prox_center.expand(N, -1) if prox_center.ndim == 1 else prox_center  # (N, P)
+    per_row = isinstance(lr, torch.Tensor) or isinstance(prox_mu, torch.Tensor)  # one value per client row
+    if per_row:
+        lr = torch.as_tensor(lr, dtype=params.dtype).to(dev).expand(N)[:, None]  # (N, 1)
+        prox_mu = torch.as_tensor(prox_mu, dtype=params.dtype).to(dev).expand(N)[:, None]
     for e in range(epochs):
         for s in range(steps):
-            idx = order[:, e, s * batch_size:(s + 1) * batch_size]  # (N, B)
+            act = has[:, e, s]
+            # only the clients with samples left take a step (the others wait): compute on those rows
+            rows = all_rows if bool(act.all()) else act.nonzero().squeeze(1).to(dev)
+            idx = order[rows, e, s * batch_size:(s + 1) * batch_size]  # (n_act, B)
             mb = idx >= 0
             idx = idx.clamp_min(0)
-            Xb, yb = X[rows, idx], y[rows, idx]  # (N, B, d), (N, B)
-            grad = _batched_grad(w, Xb, yb, mb.to(w.dtype), hidden, n_classes)  # (N, P)
-            if prox_mu > 0:
-                grad = grad + prox_mu * (w - prox_center)  # eq. (S4), proximal client term
-            active = mb.any(1).to(w.dtype)[:, None]  # (N, 1): clients with samples left
-            w = w - lr * active * grad
+            Xb, yb = X[rows[:, None], idx], y[rows[:, None], idx]  # (n_act, B, d), (n_act, B)
+            wa = w[rows]
+            grad = _batched_grad(wa, Xb, yb, mb.to(w.dtype), hidden, n_classes)  # (n_act, P)
+            lr_a, mu_a = (lr[rows], prox_mu[rows]) if per_row else (lr, prox_mu)
+            if prox_any:
+                grad = grad + mu_a * (wa - center[rows])  # eq. (S4), proximal client term
+            w = w.index_copy(0, rows, wa - lr_a * grad)
     return w
 
 
@@ -216,11 +237,28 @@ def server_proximal_step(w_bar: torch.Tensor, anchor: torch.Tensor, lam: float) 
 
 def client_mean_update(w: torch.Tensor, local_models: torch.Tensor,
                        weights: torch.Tensor | None = None) -> torch.Tensor:
-    r"""Eq. (S1): :math:`\Delta^t=\sum_i p_i(w_i^t-w^t)`, uniform :math:`p_i=1/N` unless ``weights``."""
-    diffs = local_models - w  # (N, P)
+    r"""Eq. (S1): :math:`\Delta^t=\sum_i p_i(w_i^t-w^t)`, uniform :math:`p_i=1/N` unless ``weights``.
+
+    ``w`` (P,) with ``local_models`` (N, P), or a stack of independent runs: ``w`` (S, P) with
+    ``local_models`` (S, N, P) and ``weights`` (S, N).
+    """
+    if not isinstance(w, torch.Tensor) or not isinstance(local_models, torch.Tensor):
+        raise TypeError("w and local_models must be torch tensors")
+    if local_models.dim() != w.dim() + 1 or local_models.shape[:-2] != w.shape[:-1] \
+            or local_models.shape[-1] != w.shape[-1]:
+        raise ValueError(f"local_models must have shape (..., N, P) for w of shape (..., P) = {tuple(w.shape)}, "
+                         f"got {tuple(local_models.shape)}")
+    if local_models.shape[-2] == 0:
+        raise ValueError("local_models must hold at least one client (N = 0: no client took part in the round)")
+    diffs = local_models - w.unsqueeze(-2)  # (..., N, P); leading dims are independent runs
     if weights is None:
-        return diffs.mean(0)  # (P,)
-    return (weights[:, None] * diffs).sum(0) / weights.sum()
+        return diffs.mean(-2)  # (..., P)
+    if not isinstance(weights, torch.Tensor) or weights.shape != local_models.shape[:-1]:
+        raise ValueError(f"weights must be a tensor of shape {tuple(local_models.shape[:-1])}, "
+                         f"got {getattr(weights, 'shape', type(weights).__name__)}")
+    if not bool(((weights >= 0).all(-1) & (weights.sum(-1) > 0)).all()):
+        raise ValueError("weights must be >= 0 with a positive sum over the clients of each run")
+    return (weights[..., None] * diffs).sum(-2) / weights.sum(-1, keepdim=True)
 
 
 def special_server_step(w: torch.Tensor, local_models: torch.Tensor, anchor: torch.Tensor, lam: float,
@@ -262,6 +300,7 @@ class FDILConfig:
     weighted: bool = False  # sample-count weights in eq. (S1) instead of uniform
     seed: int = 0
     device: str | None = None  # None: icml26.core.device()
+    dtype: str = "float32"  # float32 | float64 (model, data and server arithmetic)
 
     def __post_init__(self):
         for name in ("n_clients", "clients_per_round", "rounds_per_task", "local_epochs", "batch_size", "hidden"):
@@ -287,6 +326,8 @@ class FDILConfig:
             raise ValueError(f"replay_per_class must be an int >= 0, got {self.replay_per_class!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {self.dtype!r}")
 
     def replace(self, **changes) -> FDILConfig:
         return FDILConfig(**{**asdict(self), **changes})
@@ -302,17 +343,19 @@ class FDILResult:
     task_params: np.ndarray = field(default=None)  # (K+1, P) w_init and the model at each task end
 
 
-def _pad_clients(shards_X: list[np.ndarray], shards_y: list[np.ndarray], dev: torch.device):
-    """Stack ragged client shards: X (M, n_max, d), y (M, n_max), valid (M, n_max) prefix mask."""
-    M, d = len(shards_X), shards_X[0].shape[1]
-    n_max = max(len(s) for s in shards_y)
-    X = np.zeros((M, n_max, d), np.float32)
-    y = np.zeros((M, n_max), np.int64)
-    valid = np.zeros((M, n_max), bool)
-    for i, (Xi, yi) in enumerate(zip(shards_X, shards_y)):
-        X[i, : len(yi)], y[i, : len(yi)], valid[i, : len(yi)] = Xi, yi, True
-    return (torch.from_numpy(X).to(dev), torch.from_numpy(y).to(dev), torch.from_numpy(valid).to(dev),
-            torch.from_numpy(valid.sum(1)).to(dev))
+def _pad_clients(shards_X: list[list[np.ndarray]], shards_y: list[list[np.ndarray]], dev: torch.device,
+                 dtype: torch.dtype = torch.float32):
+    """Stack ragged client shards of S runs: X (S, M, n_max, d), y and valid (S, M, n_max), sizes (S, M)."""
+    S, M, d = len(shards_X), len(shards_X[0]), shards_X[0][0].shape[1]
+    n_max = max(len(yi) for run in shards_y for yi in run)
+    X = np.zeros((S, M, n_max, d), np.float32)
+    y = np.zeros((S, M, n_max), np.int64)
+    valid = np.zeros((S, M, n_max), bool)
+    for s, (run_X, run_y) in enumerate(zip(shards_X, shards_y)):
+        for i, (Xi, yi) in enumerate(zip(run_X, run_y)):
+            X[s, i, : len(yi)], y[s, i, : len(yi)], valid[s, i, : len(yi)] = Xi, yi, True
+    return (torch.from_numpy(X).to(dev, dtype), torch.from_numpy(y).to(dev), torch.from_numpy(valid).to(dev),
+            torch.from_numpy(valid.sum(2)).to(dev))
 
 
 def run_fdil(domains: list[DomainData], cfg: FDILConfig, log_every: int = 1,
@@ -322,60 +365,130 @@ def run_fdil(domains: list[DomainData], cfg: FDILConfig, log_every: int = 1,
     Returns the accuracy matrix, per-round accuracies on all tasks, per-round drift and the
     model at each task boundary. ``method="joint"`` trains every stage on the union of all
     domains (same rounds), ``method="replay"`` appends stored samples of earlier domains.
+    One seed of :func:`run_fdil_seeds`.
     """
-    from tqdm.auto import tqdm
-
-    from ..core import device as pick_device
-    from .baselines import client_shards, fedavg_server_step
-
-    validate_domains(domains)
     if not isinstance(cfg, FDILConfig):
         raise TypeError(f"cfg must be an FDILConfig, got {type(cfg).__name__}")
+    return run_fdil_seeds(domains, cfg, [cfg.seed], log_every=log_every, progress=progress)[0]
+
+
+def run_fdil_seeds(domains: list[DomainData], cfg: FDILConfig, seeds, log_every: int = 1,
+                   progress: bool = True) -> list[FDILResult]:
+    """:func:`run_fdil` for several seeds at once (:func:`run_fdil_many` with ``cfg`` per seed)."""
+    if not isinstance(cfg, FDILConfig):
+        raise TypeError(f"cfg must be an FDILConfig, got {type(cfg).__name__}")
+    seeds = [int(s) for s in seeds]
+    if not seeds or min(seeds) < 0:
+        raise ValueError(f"seeds must be a non-empty list of ints >= 0, got {seeds!r}")
+    return run_fdil_many(domains, [cfg.replace(seed=s) for s in seeds], log_every=log_every, progress=progress)
+
+
+SHARED = ("n_clients", "clients_per_round", "rounds_per_task", "local_epochs", "batch_size", "hidden",
+          "alpha", "device", "dtype")  # fields every run of one run_fdil_many call must share
+
+
+def run_fdil_many(domains: list[DomainData], cfgs: list[FDILConfig], log_every: int = 1,
+                  progress: bool = True) -> list[FDILResult]:
+    """Several independent FDIL runs at once, stacked as a leading dimension.
+
+    The runs may differ in method, lam, anchor, mu, server_lr, lr, replay and seed, and must share
+    the sizes in ``SHARED``. Run r has its own generator (initial model, client sampling, batch
+    order), its own Dirichlet partitions and replay memory, exactly as ``run_fdil(domains, cfgs[r])``
+    (tested); the R x N sampled clients of a round train as one batch of
+    :func:`local_train_batched`, and the server step is applied per group of runs with one rule.
+    """
+    from ..core import device as pick_device
+    from ..core import one_thread
+
+    validate_domains(domains)
+    cfgs = list(cfgs)
+    if not cfgs or not all(isinstance(c, FDILConfig) for c in cfgs):
+        raise TypeError("cfgs must be a non-empty list of FDILConfig")
     if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 1:
         raise ValueError(f"log_every must be a positive int, got {log_every!r}")
-    K, T, M, N = len(domains), cfg.rounds_per_task, cfg.n_clients, cfg.clients_per_round
-    dev = pick_device(cfg.device)
-    gen = torch.Generator().manual_seed(cfg.seed)  # client sampling and batch order (CPU)
+    for name in SHARED:
+        if len({getattr(c, name) for c in cfgs}) > 1:
+            raise ValueError(f"cfgs must share {name}; got {sorted({str(getattr(c, name)) for c in cfgs})}")
+    dev = pick_device(cfgs[0].device)
+    with one_thread(dev):  # tiny matrices: extra CPU threads only add synchronisation
+        return _run_fdil_many(domains, cfgs, dev, log_every, progress)
+
+
+def _run_fdil_many(domains, cfgs: list[FDILConfig], dev: torch.device, log_every: int,
+                   progress: bool) -> list[FDILResult]:
+    from tqdm.auto import tqdm
+
+    from .baselines import client_shards, fedavg_server_step
+
+    cfg = cfgs[0]
+    seeds = [c.seed for c in cfgs]
+    S, K, T, M, N = len(cfgs), len(domains), cfg.rounds_per_task, cfg.n_clients, cfg.clients_per_round
+    dtype = DTYPES[cfg.dtype]
+    if dtype == torch.float64 and dev.type == "mps":
+        dev = torch.device("cpu")  # no float64 on MPS
+    gens = [torch.Generator().manual_seed(s) for s in seeds]  # per run: init, sampling, batch order (CPU)
     d = domains[0].X_train.shape[1]
-    w = init_mlp(cfg.hidden, gen, in_dim=d).to(dev)  # (P,) global model
-    w_task = w.clone()  # anchor of the "task" variant: w*_{k-1}
-    parts = [dirichlet_partition(dom.y_train, M, cfg.alpha, np.random.default_rng([cfg.seed, k]))
-             for k, dom in enumerate(domains)]
-    test_X = [torch.from_numpy(dom.X_test).to(dev) for dom in domains]
+    w = torch.stack([init_mlp(cfg.hidden, g, in_dim=d) for g in gens]).to(dev, dtype)  # (S, P) global models
+    w_task = w.clone()  # anchors of the "task" variant: w*_{k-1}
+    by_seed = {s: [dirichlet_partition(dom.y_train, M, cfg.alpha, np.random.default_rng([s, k]))
+                   for k, dom in enumerate(domains)] for s in dict.fromkeys(seeds)}
+    parts = [by_seed[s] for s in seeds]
+    test_X = [torch.from_numpy(dom.X_test).to(dev, dtype) for dom in domains]
     test_y = [torch.from_numpy(dom.y_test).to(dev) for dom in domains]
 
-    def evaluate(params):  # accuracy of one model on all K test sets -> (K,)
-        return np.array([(mlp_forward(params, Xt, cfg.hidden).argmax(-1) == yt).float().mean().item()
-                         for Xt, yt in zip(test_X, test_y)])
+    def evaluate(params):  # accuracy of S models on all K test sets -> (S, K)
+        return torch.stack([(mlp_forward(params, Xt, cfg.hidden).argmax(-1) == yt).to(dtype).mean(-1)
+                            for Xt, yt in zip(test_X, test_y)], dim=1).cpu().numpy()
 
-    client_mu = cfg.mu if cfg.method in ("fedprox", "special_c") else 0.0
-    A = np.zeros((K, K))
-    round_acc = np.full((K * T, K), np.nan)
-    drift = np.zeros(K * T)
+    mus = [c.mu if c.method in ("fedprox", "special_c") else 0.0 for c in cfgs]
+    lrs = [c.lr for c in cfgs]
+    if len(set(mus)) == 1 and len(set(lrs)) == 1:  # one value for every client row
+        row_lr, row_mu = lrs[0], mus[0]
+    else:  # one value per client row: run r's N rows share run r's lr and mu
+        row_lr = torch.tensor(lrs, dtype=torch.float64).repeat_interleave(N)
+        row_mu = torch.tensor(mus, dtype=torch.float64).repeat_interleave(N)
+    groups: dict[tuple, list[int]] = {}  # runs that share one server rule
+    for r, c in enumerate(cfgs):
+        key = ("special", c.lam, c.anchor, c.weighted) if c.method == "special" else \
+              ("avg", c.server_lr if c.method == "fedavg" else 1.0, c.weighted)
+        groups.setdefault(key, []).append(r)
+    groups = {key: torch.tensor(idx, device=dev) for key, idx in groups.items()}
+    round_acc = np.full((S, K * T, K), np.nan)
+    drift = np.zeros((S, K * T))
     task_params = [w.cpu().numpy().copy()]
-    bar = tqdm(total=K * T, leave=False, disable=not progress, desc=cfg.method)
+    runs = torch.arange(S, device=dev)[:, None]  # (S, 1)
+    row_gens = [g for g in gens for _ in range(N)]  # run s's N client rows draw from run s's generator
+    bar = tqdm(total=K * T, leave=False, disable=not progress, desc="rounds")
     for k in range(K):
-        Xs, ys = client_shards(domains, parts, k, cfg)
-        Xc, yc, vc, nc = _pad_clients(Xs, ys, dev)
+        shards = [client_shards(domains, parts[s], k, cfgs[s]) for s in range(S)]
+        Xc, yc, vc, nc = _pad_clients([sh[0] for sh in shards], [sh[1] for sh in shards], dev, dtype)
         for t in range(T):
-            S = torch.randperm(M, generator=gen)[:N].to(dev)  # uniform, without replacement
-            W = local_train_batched(w.expand(N, -1), Xc[S], yc[S], vc[S], cfg.local_epochs, cfg.lr,
-                                    cfg.batch_size, cfg.hidden, prox_mu=client_mu, prox_center=w,
-                                    generator=gen)  # (N, P)
-            p = nc[S].to(w.dtype) if cfg.weighted else None
-            if cfg.method == "special":
-                anchor = w if cfg.anchor == "round" else w_task
-                w_new = special_server_step(w, W, anchor, cfg.lam, p)  # eqs. (S1)-(S2)
-            else:
-                w_new = fedavg_server_step(w, W, cfg.server_lr if cfg.method == "fedavg" else 1.0, p)
+            sel = torch.stack([torch.randperm(M, generator=g)[:N] for g in gens]).to(dev)  # (S, N) w/o repl.
+            n_max = Xc.shape[2]
+            W = local_train_batched(w[:, None].expand(S, N, -1).reshape(S * N, -1),
+                                    Xc[runs, sel].reshape(S * N, n_max, d), yc[runs, sel].reshape(S * N, n_max),
+                                    vc[runs, sel].reshape(S * N, n_max), cfg.local_epochs, row_lr,
+                                    cfg.batch_size, cfg.hidden, prox_mu=row_mu,
+                                    prox_center=w.repeat_interleave(N, dim=0), generator=row_gens)
+            W = W.reshape(S, N, -1)  # (S, N, P)
+            w_new = torch.empty_like(w)
+            for key, idx in groups.items():  # each group of runs with its own server rule
+                p = nc[runs, sel][idx].to(dtype) if key[-1] else None  # sample-count weights
+                if key[0] == "special":
+                    anchor = w[idx] if key[2] == "round" else w_task[idx]
+                    w_new[idx] = special_server_step(w[idx], W[idx], anchor, key[1], p)  # eqs. (S1)-(S2)
+                else:
+                    w_new[idx] = fedavg_server_step(w[idx], W[idx], key[1], p)
             r = k * T + t
-            drift[r] = torch.linalg.vector_norm(w_new - w).item()
+            drift[:, r] = torch.linalg.vector_norm(w_new - w, dim=-1).cpu().numpy()
             w = w_new
             if (t + 1) % log_every == 0 or t == T - 1:
-                round_acc[r] = evaluate(w)
+                round_acc[:, r] = evaluate(w)
             bar.update(1)
-        A[k] = round_acc[k * T + T - 1]
         w_task = w.clone()
         task_params.append(w.cpu().numpy().copy())
     bar.close()
-    return FDILResult(A, round_acc, drift, w, cfg, np.stack(task_params))
+    task_params = np.stack(task_params, axis=1)  # (S, K+1, P)
+    A = round_acc[:, T - 1::T]  # (S, K, K): row k after the last round of task k
+    return [FDILResult(A[s].copy(), round_acc[s], drift[s], w[s].clone(), cfgs[s], task_params[s])
+            for s in range(S)]

@@ -15,10 +15,13 @@ With the round anchor, :math:`D=\frac1{1+\lambda}\sum_t\Delta^t`: a larger :math
 drift and with it the bound. On least squares :math:`F_j(w)=\frac1{2n}\|X_jw-y_j\|^2` the constant
 :math:`L_j=\lambda_{\max}(X_j^\top X_j)/n` is exact.
 
-**Rate (eq. R1).** On the smooth non-convex toy problem
-:math:`f_i(w)=\frac12(w-c_i)^\top A(w-c_i)+\gamma\sum_d\frac{w_d^2}{1+w_d^2}` with noisy gradients and
-the effective server step :math:`\eta_g\eta_lE=c_0\sqrt{NE}/(L\sqrt T)`, the average squared
-gradient norm :math:`G=\frac1T\sum_t\|\nabla F(w^t)\|^2` scales like :math:`\sqrt{E/(NT)}`.
+**Rate (eq. R1).** On the smooth toy problem
+:math:`f_i(w)=\frac12(w-c_i)^\top A(w-c_i)+\gamma\sum_d\frac{w_d^2}{1+w_d^2}` (non-convex for
+:math:`\gamma>1`) with noisy gradients and the effective server step
+:math:`\eta_g\eta_lE=c_0\sqrt{NE}/(L\sqrt T)`, the book *tests* whether the average squared
+gradient norm :math:`G=\frac1T\sum_t\|\nabla F(w^t)\|^2` scales like :math:`\sqrt{E/(NT)}`. With
+:math:`\eta_l` scaled by :math:`1+\lambda` this is FedAvg with two-sided learning rates on one task:
+it says nothing specific about the anchor or about task-uniformity.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import math
 import numpy as np
 import torch
 
+from ..core import one_thread
 from .method import check_lam, server_proximal_step, special_server_step
 
 
@@ -149,16 +153,46 @@ def run_quadratic_fdil(tasks, lam: float, anchor: str = "round", n_clients: int 
     return {"loss": loss, "records": records, "displacement": np.array(disp), "L": np.array(L)}
 
 
+def toy_curvature(w, gamma_nc: float = 2.0, dim: int = 10) -> np.ndarray:
+    r"""Diagonal of the Hessian of the rate toy's objective F at points ``w`` (..., dim).
+
+    :math:`\partial_d^2F=A_d+\gamma\,\phi''(w_d)` with :math:`\phi(u)=u^2/(1+u^2)`,
+    :math:`\phi''(u)=(2-6u^2)/(1+u^2)^3\in[-\tfrac12,2]`. The Hessian is diagonal, so F is convex iff
+    every entry is >= 0 everywhere: the smallest is :math:`\min_dA_d-\gamma/2=\tfrac12-\gamma/2`,
+    negative for :math:`\gamma>1` (the spec's :math:`\gamma=1` gives a convex toy).
+    """
+    w = np.asarray(w, float)
+    A = np.linspace(0.5, 2.0, dim)
+    return A + gamma_nc * (2 - 6 * w**2) / (1 + w**2) ** 3
+
+
+def _toy_stationary(c_bar: torch.Tensor, A: torch.Tensor, gamma_nc: float, L: float, steps: int = 20000):
+    """A stationary point of F per seed: deterministic gradient descent from 0 with step 1/L."""
+    w = torch.zeros_like(c_bar)
+    for _ in range(steps):
+        g = A * (w - c_bar) + gamma_nc * 2 * w / (1 + w**2) ** 2
+        w = w - g / L
+        if float(g.abs().max()) < 1e-13:
+            break
+    return w
+
+
 def convergence_experiment(T_values, N_values, E_values, seeds: int = 4, sigma: float = 1.0,
                            c0: float = 0.5, lam: float = 0.0, dim: int = 10, n_clients: int = 64,
-                           gamma_nc: float = 1.0, seed: int = 0, progress: bool = True):
+                           gamma_nc: float = 2.0, seed: int = 0, start: str = "zero", burn_in: int = 0,
+                           progress: bool = True):
     r"""Average squared gradient norm G(T, N, E) on the non-convex toy problem (eq. R1).
 
-    Client optima :math:`c_i\sim\mathcal N(0,3^2I)`, :math:`A=\mathrm{diag}(\mathrm{linspace}(0.5,2,d))`,
-    :math:`L=2+2\gamma`, :math:`w^0=0`, local step
-    :math:`\eta_l=c_0(1+\lambda)\sqrt{N/E}/(L\sqrt T)`, server step of SPECIAL with the round anchor.
-    Seeds run as a leading batch dimension. Returns a DataFrame with one row per (T, N, E):
-    ``G`` (mean over seeds), ``G_se`` (standard error) and ``rate = sqrt(E/(N T))``.
+    :math:`f_i(w)=\frac12(w-c_i)^\top A(w-c_i)+\gamma\sum_d\frac{w_d^2}{1+w_d^2}` with client optima
+    :math:`c_i\sim\mathcal N(0,3^2I)`, :math:`A=\mathrm{diag}(\mathrm{linspace}(0.5,2,d))`,
+    :math:`L=2+2\gamma`, gradient noise :math:`\sigma`, local step
+    :math:`\eta_l=c_0(1+\lambda)\sqrt{N/E}/(L\sqrt T)` and SPECIAL's server step with the round
+    anchor (:math:`\eta_g=1/(1+\lambda)`). For :math:`\gamma>1` the toy is non-convex
+    (:func:`toy_curvature`). ``start="zero"`` starts at :math:`w^0=0`, ``"stationary"`` at a
+    stationary point of F; ``burn_in`` rounds at the same step run before G is averaged (noise-floor
+    control). Seeds run as a leading batch dimension. Returns a DataFrame with one row per
+    (T, N, E): ``G`` (mean over seeds), ``G_se`` (standard error), ``rate = sqrt(E/(N T))`` and
+    ``etaEL`` :math:`=\eta_lEL`, the quantity a local-step condition bounds.
     """
     import pandas as pd
     from tqdm.auto import tqdm
@@ -171,35 +205,72 @@ def convergence_experiment(T_values, N_values, E_values, seeds: int = 4, sigma: 
         raise ValueError(f"T and E must be >= 1 and N in 1..n_clients={n_clients}")
     if seeds < 1 or not (math.isfinite(sigma) and sigma >= 0) or not c0 > 0:
         raise ValueError("seeds must be >= 1, sigma >= 0 and c0 > 0")
+    if not (math.isfinite(gamma_nc) and gamma_nc >= 0):
+        raise ValueError(f"gamma_nc must be a finite number >= 0, got {gamma_nc}")
+    if start not in ("zero", "stationary"):
+        raise ValueError(f"start must be 'zero' or 'stationary', got {start!r}")
+    if isinstance(burn_in, bool) or not isinstance(burn_in, int) or burn_in < 0:
+        raise ValueError(f"burn_in must be an int >= 0, got {burn_in!r}")
     g = torch.Generator().manual_seed(seed)
     A = torch.linspace(0.5, 2.0, dim, dtype=torch.float64)  # diagonal of the quadratic
     L = 2.0 + 2.0 * gamma_nc
     c = 3.0 * torch.randn(seeds, n_clients, dim, generator=g, dtype=torch.float64)  # (S, M, d)
     c_bar = c.mean(1)  # (S, d) optimum of the quadratic part of F
+    w_start = _toy_stationary(c_bar, A, gamma_nc, L) if start == "stationary" else torch.zeros_like(c_bar)
+
+    rows = []
+    cells = [(T, N, E) for T in T_values for N in N_values for E in E_values]
+    with one_thread():  # (seeds, N, 10) tensors: one CPU thread is fastest
+        for T, N, E in tqdm(cells, leave=False, disable=not progress, desc="rate grid"):
+            rows.append(_rate_cell(T, N, E, c, c_bar, w_start, A, L, c0, lam, sigma, gamma_nc, burn_in, g))
+    return pd.DataFrame(rows)
+
+
+def _rate_cell(T, N, E, c, c_bar, w_start, A, L, c0, lam, sigma, gamma_nc, burn_in, g) -> dict:
+    """One (T, N, E) cell of :func:`convergence_experiment`, all seeds at once."""
+    seeds, n_clients, dim = c.shape
 
     def grad(w, ci):  # gradient of f_i (or of F with ci = c_bar)
         return A * (w - ci) + gamma_nc * 2 * w / (1 + w**2) ** 2
 
-    rows = []
-    cells = [(T, N, E) for T in T_values for N in N_values for E in E_values]
-    for T, N, E in tqdm(cells, leave=False, disable=not progress, desc="rate grid"):
-        eta_l = c0 * (1 + lam) * math.sqrt(N / E) / (L * math.sqrt(T))
-        w = torch.zeros(seeds, dim, dtype=torch.float64)
-        G = torch.zeros(seeds, dtype=torch.float64)
-        for _ in range(T):
+    eta_l = c0 * (1 + lam) * math.sqrt(N / E) / (L * math.sqrt(T))
+    w = w_start.clone()
+    G = torch.zeros(seeds, dtype=torch.float64)
+    for r in range(burn_in + T):
+        if r >= burn_in:
             G += grad(w, c_bar).pow(2).sum(-1) / T
-            S = torch.rand(seeds, n_clients, generator=g).argsort(1)[:, :N]  # (S, N) uniform w/o repl.
-            ci = torch.gather(c, 1, S[..., None].expand(-1, -1, dim))  # (S, N, d)
-            wi = w[:, None].expand(-1, N, -1).clone()  # (S, N, d)
-            for _ in range(E):
-                noise = sigma * torch.randn(wi.shape, generator=g, dtype=torch.float64)
-                wi = wi - eta_l * (grad(wi, ci) + noise)
-            w_bar = w + (wi - w[:, None]).mean(1)  # eq. (S1)
-            w = server_proximal_step(w_bar, w, lam)  # eq. (S2), round anchor
-        rows.append({"T": T, "N": N, "E": E, "G": G.mean().item(),
-                     "G_se": (G.std().item() / math.sqrt(seeds)) if seeds > 1 else 0.0,
-                     "rate": math.sqrt(E / (N * T))})
-    return pd.DataFrame(rows)
+        S = torch.rand(seeds, n_clients, generator=g).argsort(1)[:, :N]  # (S, N) uniform w/o repl.
+        ci = torch.gather(c, 1, S[..., None].expand(-1, -1, dim))  # (S, N, d)
+        wi = w[:, None].expand(-1, N, -1).clone()  # (S, N, d)
+        for _ in range(E):
+            noise = sigma * torch.randn(wi.shape, generator=g, dtype=torch.float64)
+            wi = wi - eta_l * (grad(wi, ci) + noise)
+        w_bar = w + (wi - w[:, None]).mean(1)  # eq. (S1)
+        w = server_proximal_step(w_bar, w, lam)  # eq. (S2), round anchor
+    return {"T": T, "N": N, "E": E, "G": G.mean().item(),
+            "G_se": (G.std().item() / math.sqrt(seeds)) if seeds > 1 else 0.0,
+            "rate": math.sqrt(E / (N * T)), "etaEL": eta_l * E * L}
+
+
+def bkt_sweep(param: str, values, lam: float = 0.0, seeds: int = 5, noise: float = 0.5, **fixed):
+    """Task 1's true loss increase during task 2 and the BKT bound (eq. B1) as ``param`` varies.
+
+    ``param`` is one of ``rounds``, ``local_steps``, ``clients_per_round`` of
+    :func:`run_quadratic_fdil`; mean over ``seeds`` task draws.
+    """
+    import pandas as pd
+
+    if param not in ("rounds", "local_steps", "clients_per_round"):
+        raise ValueError(f"param must be rounds, local_steps or clients_per_round, got {param!r}")
+    rows = []
+    for v in values:
+        for s in range(seeds):
+            tasks = make_quadratic_tasks(n_tasks=2, seed=s)
+            out = run_quadratic_fdil(tasks, lam, noise=noise, seed=s, **{**fixed, param: int(v)})
+            r = out["records"][0]  # old task 1 during task 2
+            rows.append({param: int(v), "seed": s, "increase": r["increase"], "bound": r["bound"],
+                         "disp": r["disp"], "grad_norm": r["grad_norm"]})
+    return pd.DataFrame(rows).groupby(param)[["increase", "bound", "disp", "grad_norm"]].mean()
 
 
 def fit_slopes(df) -> dict[tuple[int, int], float]:

@@ -34,13 +34,15 @@ from .method import (
     ENSEMBLE_RULES,
     ValidationResult,
     binary_metrics,
+    classify_transitions,
     ensemble_decision,
     pass_at_k,
     validate_task,
 )
 from .mining import Candidate, Funnel, MiningConfig, mine
+from .parsers import cross_check, get_parser
 from .presets import PRESETS, SwePreset
-from .sandbox import Sandbox, SandboxConfig
+from .sandbox import Sandbox, SandboxConfig, owned_tempdir
 from .setup_agent import OneShotSetupAgent, RuleBasedSetupAgent, SetupResult, run_setup
 
 
@@ -312,15 +314,56 @@ def pr_derived(res: PipelineResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def workdir(prefix: str = "swe-rebench-") -> Path:
-    """A temporary work directory (outside the repository) removed when the kernel exits."""
+def workdir(kind: str = "nb") -> Path:
+    """A temporary work directory (outside the repository) removed when the kernel exits, and
+    swept by the next run if the kernel was killed (see :func:`.sandbox.owned_tempdir`)."""
     import atexit
     import shutil
-    import tempfile
 
-    d = Path(tempfile.mkdtemp(prefix=prefix))
+    d = owned_tempdir(kind)
     atexit.register(shutil.rmtree, d, True)
     return d
+
+
+# -- the corpus of real test logs (data/swe-rebench/logs) ------------------------------------
+LOGS_DIR = Path(__file__).resolve().parents[3] / "data" / "swe-rebench" / "logs"
+
+
+def log_corpus(root: str | Path | None = None) -> dict[str, dict]:
+    """The manifest of the real-log corpus: per log its framework, parser, command, tool version,
+    expected statuses, and the log text (key ``text``)."""
+    root = Path(root) if root is not None else LOGS_DIR
+    manifest = root / "manifest.json"
+    if not manifest.is_file():
+        raise ValueError(f"root must hold manifest.json (run data/swe-rebench/make_logs.py), got {root}")
+    cases = json.loads(manifest.read_text())
+    for case in cases.values():
+        case["text"] = (root / case["log"]).read_text()
+    return cases
+
+
+def parser_coverage(root: str | Path | None = None) -> pd.DataFrame:
+    """One row per real log: framework, log, parser, the runner's own count of the tests the log
+    names (summary line), tests parsed, and how many of the expected tests got the right status."""
+    rows = []
+    for name, case in log_corpus(root).items():
+        got = get_parser(case["parser"])(case["text"])
+        chk = cross_check(case["parser"], case["text"], got)
+        exp = case["expected"]
+        rows.append({"framework": case["framework"], "log": name, "parser": case["parser"],
+                     "tool": case["tool_version"], "in summary": chk.summary, "parsed": chk.parsed,
+                     "expected": len(exp), "right status": sum(got.get(k) == v for k, v in exp.items()),
+                     "spurious": len(set(got) - set(exp))})
+    return pd.DataFrame(rows)
+
+
+def skip_guarded_case(root: str | Path | None = None) -> dict:
+    """The skip-guarded test (``skipUnless(hasattr(mod, "new_fn"))``) before and after the fix,
+    parsed from the real unittest logs, and its transition classes."""
+    cases = log_corpus(root)
+    before = get_parser("unittest")(cases["unittest_skipguard_before"]["text"])
+    after = get_parser("unittest")(cases["unittest_skipguard_after"]["text"])
+    return {"before": before, "after": after, "classes": classify_transitions(None, before, after)}
 
 
 def validation_times(res: PipelineResult) -> pd.DataFrame:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -124,7 +125,8 @@ def apply_patch(workdir: str | Path, patch: str, sandbox: Sandbox) -> CommandRes
     """``git apply`` ``patch`` in ``workdir`` (a checkout under the sandbox), as the harness does."""
     check_patch(patch)
     workdir = sandbox.inside(workdir)
-    pfile = sandbox.mkdtemp("patch") / "change.diff"
+    # under the sandbox's HOME: one of the few directories a sandboxed command can see
+    pfile = Path(tempfile.mkdtemp(prefix="patch-", dir=sandbox.home)) / "change.diff"
     pfile.write_text(patch)
     res = sandbox.run(["git", "apply", "-v", "--recount", "--whitespace=nowarn", str(pfile)], workdir)
     pfile.unlink()

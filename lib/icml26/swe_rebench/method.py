@@ -6,17 +6,21 @@ patch applied) and ``s_after`` (test + solution patch) over the union of test na
     F2P = {t : s_after(t) = PASSED and s_before(t) != PASSED}          (eq. 1)
     P2P = {t : s_after(t) = s_before(t) = PASSED}                       (eq. 2)
 
-A test absent from the "before" log counts as not passed. A task is kept iff |F2P| >= 1, and
-only if three repetitions of the whole validation give identical structured results.
+"Not passed" is everything but PASSED: FAILED, ERROR, SKIPPED and absent alike. A test that
+was skipped before the fix and passes after it (``skipUnless(hasattr(mod, "new_fn"))``) is F2P.
+A task is kept iff |F2P| >= 1, and only if three repetitions of the whole validation give
+identical structured results.
 
 **Three-state refinement (this book's, not the paper's).** In compiled languages a test patch
 that calls code the solution introduces does not compile, so the "before" run reports *no*
 test and eq. (1) would call every old test F2P. We also run the **base** state (no patches):
 
-    P2P  if fix = PASSED and (test = PASSED or (test absent and base = PASSED))   (eq. 3)
-    F2P  if fix = PASSED and (test in {FAILED, ERROR} or (test absent and base != PASSED))
+    before_passed = (test = PASSED) or (test absent and base = PASSED)
+    P2P  if fix = PASSED and before_passed                                       (eq. 3)
+    F2P  if fix = PASSED and not before_passed
 
-For Python and JavaScript this coincides with eqs. (1)-(2) whenever the test state runs.
+Whenever the test state reports every test (Python and JavaScript, or a compiled test patch that
+builds), this coincides with eqs. (1)-(2): the base state is consulted only for absent tests.
 
 Resolution (Sec. 3.3, ``scripts/eval.py``): a candidate resolves a task iff every F2P test and
 every P2P test passes; the optional partial reward is |F2P ∩ passed| / |F2P| when P2P all pass.
@@ -35,7 +39,7 @@ from typing import Literal
 import numpy as np
 
 from .gitops import apply_patch
-from .parsers import TestStatus, get_parser
+from .parsers import TestStatus, cross_check, get_parser
 from .sandbox import CommandResult, Sandbox
 from .setup_agent import InstallConfig
 
@@ -57,7 +61,12 @@ def _check_map(m, name: str) -> dict:
 
 
 def classify_transitions(base: dict | None, test: dict, fix: dict) -> dict[str, list[str]]:
-    """Sort every test into F2P, P2P, P2F, F2F or OTHER (eqs. 1-3; two-state when ``base`` is None)."""
+    """Sort every test into F2P, P2P, P2F, F2F or OTHER (eqs. 1-3; two-state when ``base`` is None).
+
+    F2P: passes after and did not pass before (failed, errored, skipped or absent). P2P: passed
+    before and after. P2F: passed before, not after. F2F: failed or errored in both. OTHER: the
+    rest, e.g. skipped after the fix.
+    """
     test, fix = _check_map(test, "test"), _check_map(fix, "fix")
     if base is not None:
         _check_map(base, "base")
@@ -68,10 +77,9 @@ def classify_transitions(base: dict | None, test: dict, fix: dict) -> dict[str, 
             before_passed = base.get(t) == PASSED          # eq. 3: fall back on the base state
         else:
             before_passed = s == PASSED
-        before_failed = s in NOT_PASSED or (s is None and not before_passed)
         if f == PASSED and before_passed:
             out["P2P"].append(t)
-        elif f == PASSED and before_failed:
+        elif f == PASSED:                                  # eq. 1: did not pass before (incl. skipped)
             out["F2P"].append(t)
         elif before_passed and (f in NOT_PASSED or f is None):
             out["P2F"].append(t)
@@ -129,6 +137,13 @@ class ValidationResult:
     classes: list[dict[str, list[str]]] = field(default_factory=list)
     reason: str = "ok"           # ok | patch_failed | no_f2p | gated | unstable
     seconds: float = 0.0
+    # (run, state, parsed, summary) wherever the parse disagrees with the runner's summary line
+    count_flags: list[tuple[int, str, int, int]] = field(default_factory=list)
+
+    @property
+    def flagged(self) -> bool:
+        """The parser found a different number of tests than the runner said it ran."""
+        return bool(self.count_flags)
 
     @property
     def f2p(self) -> list[str]:
@@ -172,7 +187,12 @@ def validate_task(task, cfg: InstallConfig, sandbox: Sandbox, n_runs: int = 3, *
             return out
         dirs[state] = d
     for r in range(n_runs):
-        maps = {s: run_prepared(d, cfg, sandbox, env, tmpdir)[0] for s, d in dirs.items()}
+        maps = {}
+        for s, d in dirs.items():
+            maps[s], res = run_prepared(d, cfg, sandbox, env, tmpdir)
+            chk = cross_check(cfg.log_parser, res.stdout, maps[s])
+            if chk.checked and not chk.agrees:
+                out.count_flags.append((r, s, chk.parsed, chk.summary))
         out.runs.append(maps)
         out.classes.append(classify_transitions(maps.get("base"), maps["test"], maps["fix"]))
         if r == 0:

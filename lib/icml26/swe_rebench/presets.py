@@ -7,7 +7,7 @@ machine") grows the corpus and the worker pool.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from icml26.core import preset_for
 
@@ -25,6 +25,16 @@ class SwePreset:
     attempts: int = 5
     rerun_languages: tuple[str, ...] = ("python", "javascript")
     seed: int = 0
+
+    def dry_run(self) -> SwePreset:
+        """A copy that exercises every code path quickly: one repository per language, three
+        PRs each, two validation runs (so the stability comparison still runs), the re-run
+        of notebook 2 on the first language only. Languages, worker count, timeouts and the
+        setup agent's attempts are kept. (This chapter has no GPU kernel: ``gpu`` only means
+        a bigger machine.)"""
+        return replace(self, repos=tuple((lang, 1) for lang, _ in self.repos), prs=(3, 3),
+                       filtered_repos=min(self.filtered_repos, 1), n_runs=min(self.n_runs, 2),
+                       rerun_languages=self.rerun_languages[:1])
 
 
 PRESETS = {

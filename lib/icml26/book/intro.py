@@ -1,4 +1,5 @@
-"""The measurement behind "How this book works": a batched tensor operation against a Python loop.
+"""The measurement behind "How this book works" (``front/``): a batched tensor operation against a
+Python loop. It lives beside the runner because it serves the book's front matter, not a paper.
 
 The quantity is the squared norm of a linear map applied to each sample,
 
@@ -10,12 +11,12 @@ Both versions compute the same numbers; the page times them with :func:`icml26.c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import torch
 
-from .core import method_colors, preset_for, time_fn
+from ..core import method_colors, preset_for, time_fn
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,12 @@ class IntroPreset:
     dim: int
     sizes: tuple[int, ...]  # batch sizes n, increasing
     repeat: int
+
+    def dry_run(self) -> IntroPreset:
+        """For ``ICML26_DRY=1`` (see :mod:`icml26.core.scale`): the same width, timed once, at the two
+        smallest batch sizes. The Python loop at 65,536 samples is the only cost and has no shape to
+        check; the batched kernel at the largest batch runs in :func:`gpu_check`."""
+        return replace(self, sizes=self.sizes[:2], repeat=1)
 
 
 PRESETS = {
@@ -71,6 +78,14 @@ def speedup_table(cfg: IntroPreset, device: torch.device | str = "cpu") -> pd.Da
         batched = time_fn(lambda: squared_norms_batched(x, w), repeat=cfg.repeat, device=device)  # noqa: B023
         rows.append({"n": n, "loop_s": loop, "batched_s": batched, "speedup": loop / batched})
     return pd.DataFrame(rows)
+
+
+def gpu_check(dev: torch.device | str):
+    """``make gpu-check``'s kernel (see :mod:`icml26.book.gpu`): the batched squared norms at the
+    gpu preset's largest batch."""
+    cfg = PRESETS["gpu"]
+    x, w = make_inputs(cfg.sizes[-1], cfg.dim, seed=cfg.seed, device=dev)
+    return {"batched squared norms": lambda: squared_norms_batched(x, w)}
 
 
 def plot_speedup(table: pd.DataFrame):

@@ -1,0 +1,344 @@
+"""Pages and tables generated at build time: the reproduction ledger, the measured compute per
+notebook (``data/timings.json``), the chapter cards of the landing page and the teachers' table.
+
+Chapter metadata lives in the front matter of ``chapters/<slug>/index.md`` (see CONTRIBUTING.md)::
+
+    ---
+    book:
+      question: Does the test score of high-dimensional ERM stay Gaussian?
+      teaser: fig-cgmt-score-hist      # a figure name of one of the chapter's notebooks
+      prerequisites: convex optimisation, Gaussian integration by parts
+      reading_minutes: 90
+    ---
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+import yaml
+
+from ..core.tables import claims_html, format_number
+
+_FRONT = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.S)
+_TITLE = re.compile(r"^#\s+(.+?)\s*$", re.M)
+
+
+def split_front_matter(text: str) -> tuple[dict, str]:
+    match = _FRONT.match(text)
+    if not match:
+        return {}, text
+    data = yaml.safe_load(match.group(1)) or {}
+    return (data if isinstance(data, dict) else {}), text[match.end():]
+
+
+def title_of(path: Path) -> str:
+    """The first level-1 heading of a Markdown source, as plain text."""
+    _, body = split_front_matter(path.read_text(encoding="utf-8"))
+    match = _TITLE.search(body)
+    return match.group(1).strip() if match else path.stem
+
+
+def plain_title(text: str) -> str:
+    """A title without Markdown emphasis or roles (keeps ``$...$`` math for MathJax)."""
+    text = re.sub(r"\{[\w:-]+\}`([^`]*)`", r"\1", text)
+    text = re.sub(r"(\*{1,2}|_{1,2})(\S[^*_]*?)\1", r"\2", text)
+    return text.replace("`", "")
+
+
+@dataclass
+class Chapter:
+    """A chapter of the book as the table of contents lists it."""
+
+    slug: str
+    part: str
+    title: str
+    notebooks: list[str]  # stems, in book order
+    notebook_titles: dict[str, str]
+    meta: dict = field(default_factory=dict)
+
+
+def book_chapters(root: Path) -> list[Chapter]:
+    """The chapters of ``_toc.yml`` in book order (the front matter and back matter excluded)."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    out = []
+    for part in toc.get("parts", []):
+        for entry in part.get("chapters", []):
+            file = entry.get("file", "")
+            m = re.fullmatch(r"chapters/([^/]+)/index", file)
+            if not m:
+                continue
+            slug = m.group(1)
+            folder = root / "chapters" / slug
+            stems = [Path(s["file"]).name for s in entry.get("sections", []) if "file" in s]
+            titles = {s: title_of(folder / f"{s}.md") for s in stems if (folder / f"{s}.md").exists()}
+            index = folder / "index.md"
+            meta, _ = split_front_matter(index.read_text(encoding="utf-8")) if index.exists() else ({}, "")
+            out.append(Chapter(slug, part.get("caption", ""), title_of(index) if index.exists() else slug,
+                               stems, titles, dict(meta.get("book") or {})))
+    return out
+
+
+# -- the reproduction ledger ---------------------------------------------------------------------
+_KINDS = ("holds", "fails", "not asserted", "reported")
+
+
+def _counts(claims: list[dict]) -> dict[str, int]:
+    return {k: sum(c["status"] == k for c in claims) for k in _KINDS}
+
+
+def _summary(counts: dict[str, int]) -> str:
+    total = sum(counts.values())
+    parts = [f"{counts[k]} {k}" for k in _KINDS if counts[k]]
+    return f"{total} claim{'s' if total != 1 else ''}: " + ", ".join(parts) if total else "no claims"
+
+
+def ledger_markdown(root: Path, scale: str, listed: set[Path] | None = None) -> str:
+    """The ledger page's body: a summary table, then one collapsible section per chapter (book
+    order, chapter titles) with one row per claim linking to its notebook. The front matter is not
+    a chapter: its demonstration claims stay on its own page."""
+    folder = root / "_build" / "ledger" / scale
+    files = sorted(folder.rglob("*.json")) if folder.is_dir() else []
+    if listed is not None:
+        def in_book(file: Path) -> bool:
+            chapter, stem = file.parent.parent.name, file.parent.name
+            base = root / "front" if chapter == "front" else root / "chapters" / chapter
+            return (base / stem).resolve() in listed
+
+        files = [f for f in files if in_book(f)]
+    if not files:
+        return f"No notebook has recorded claims at scale `{scale}` yet."
+    by_notebook: dict[tuple[str, str], list[dict]] = {}
+    for file in files:
+        payload = json.loads(file.read_text())
+        key = (file.parent.parent.name, file.parent.name)
+        by_notebook.setdefault(key, []).extend(payload["claims"])
+    chapters = book_chapters(root) if (root / "_toc.yml").exists() else []
+    order = [(c.slug, c.title, c.notebooks, c.notebook_titles) for c in chapters]
+    known = {c.slug for c in chapters}
+    for slug in sorted({k[0] for k in by_notebook} - known - {"front"}):
+        stems = sorted(s for c, s in by_notebook if c == slug)
+        order.append((slug, slug, stems, {}))
+    sections = []
+    summary_rows = []
+    everything: list[dict] = []
+    for slug, title, stems, titles in order:
+        claims = [{**c, "notebook": s} for s in stems for c in by_notebook.get((slug, s), [])]
+        if not claims:
+            continue
+        everything += claims
+        counts = _counts(claims)
+        base = f"../chapters/{slug}/"
+        links = {s: f"{base}{s}.html" for s in stems}
+        names = {s: plain_title(titles.get(s, s)) for s in stems}
+        anchor = f"ledger-{slug}"
+        label = html.escape(plain_title(title))
+        sections.append(
+            f'<details class="ledger-chapter" id="{anchor}"><summary><span class="ledger-chapter-title">{label}'
+            f'</span> <span class="ledger-chapter-counts">{html.escape(_summary(counts))}</span></summary>'
+            + claims_html(claims, links=links, notebook_titles=names) + "</details>")
+        cells = [f'<a href="#{anchor}">{label}</a>'] + [str(counts[k]) for k in _KINDS] + [str(sum(counts.values()))]
+        summary_rows.append("<tr>" + "".join(f'<td data-label="{h}">{x}</td>' for h, x in
+                                             zip(("chapter", *_KINDS, "total"), cells)) + "</tr>")
+    total = _counts(everything)
+    head = "".join(f"<th>{h}</th>" for h in ("chapter", *_KINDS, "total"))
+    foot = ("<tr class=\"ledger-total\">" + '<td data-label="chapter">all chapters</td>'
+            + "".join(f'<td data-label="{k}">{total[k]}</td>' for k in _KINDS)
+            + f'<td data-label="total">{sum(total.values())}</td></tr>')
+    summary = ('<div class="book-claims-wrap"><table class="book-claims ledger-summary"><thead><tr>' + head
+               + "</tr></thead><tbody>" + "".join(summary_rows) + foot + "</tbody></table></div>")
+    intro = (f"Scale of this build: `{scale}`. {_summary(total)}. "
+             "Open a chapter to see its claims; each row links to the notebook that checks it.")
+    return "\n".join([intro, "", summary, "", "\n".join(sections), ""])
+
+
+# -- measured compute ----------------------------------------------------------------------------
+TIMINGS = Path("data") / "timings.json"
+
+
+def _current(root: Path, run: dict, scale: str) -> bool:
+    """Whether a runner record still describes the notebook as it is (its content hash matches)."""
+    from .sources import Notebook, content_hash
+
+    if not run.get("hash") or "/" not in run.get("name", ""):
+        return True
+    chapter, stem = run["name"].split("/", 1)
+    path = root / ("front" if chapter == "front" else f"chapters/{chapter}") / f"{stem}.md"
+    return path.exists() and content_hash(Notebook(root.resolve(), path.resolve()), scale) == run["hash"]
+
+
+def update_timings(root: Path, scale: str | None = None) -> dict:
+    """Merge the runner's summaries (``_build/executed/<scale>/**/*.run.json``; every scale when
+    ``scale`` is None) into ``data/timings.json``: ``{notebook: {scale: {seconds, peak_mib, cores,
+    date}}}``. Only successful runs of the notebook's current content count; a dry run of the gpu
+    scale (``ICML26_DRY``, kept in ``gpu-dry``) measures nothing and is not recorded."""
+    from ..core.scale import SCALES, dry_run_enabled
+
+    path = root / TIMINGS
+    data = json.loads(path.read_text()) if path.exists() else {}
+    changed = False
+    for name in ([scale] if scale else list(SCALES)):
+        if name == "gpu" and dry_run_enabled():
+            continue
+        changed |= _merge_scale(root, name, data)
+    if changed:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(dict(sorted(data.items())), indent=1) + "\n")
+    return data
+
+
+def _merge_scale(root: Path, scale: str, data: dict) -> bool:
+    folder = root / "_build" / "executed" / scale
+    changed = False
+    for meta in sorted(folder.rglob("*.run.json")) if folder.is_dir() else []:
+        run = json.loads(meta.read_text())
+        if run.get("error") or "seconds" not in run or not _current(root, run, scale):
+            continue
+        entry = {"seconds": round(float(run["seconds"]), 1),
+                 "peak_mib": None if run.get("peak_mib") is None or math.isnan(run["peak_mib"])
+                 else round(float(run["peak_mib"])),
+                 "cores": os.cpu_count()}
+        old = data.get(run["name"], {}).get(scale, {})
+        if {k: old.get(k) for k in entry} != entry:
+            entry["date"] = date.today().isoformat()
+            data.setdefault(run["name"], {})[scale] = entry
+            changed = True
+    return changed
+
+
+def _seconds(entry: dict | None) -> str:
+    if not entry:
+        return "not measured"
+    s = entry["seconds"]
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+def _mib(entry: dict | None) -> str:
+    return "-" if not entry or entry.get("peak_mib") is None else f"{entry['peak_mib']:,} MiB"
+
+
+def compute_markdown(chapter: Chapter, timings: dict) -> str:
+    """The chapter's measured compute: seconds and peak memory per notebook and scale."""
+    has_gpu = any(timings.get(f"{chapter.slug}/{s}", {}).get("gpu") for s in chapter.notebooks)
+    head = ["notebook", "smoke", "book", "book peak memory"] + (["gpu", "gpu peak memory"] if has_gpu else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for stem in chapter.notebooks:
+        t = timings.get(f"{chapter.slug}/{stem}", {})
+        row = [f"[{plain_title(chapter.notebook_titles.get(stem, stem))}]({stem}.ipynb)",
+               _seconds(t.get("smoke")), _seconds(t.get("book")), _mib(t.get("book"))]
+        if has_gpu:
+            row += [_seconds(t.get("gpu")), _mib(t.get("gpu"))]
+        lines.append("| " + " | ".join(x.replace("|", "\\|") for x in row) + " |")
+    cores = sorted({e.get("cores") for t in (timings.get(f"{chapter.slug}/{s}", {}) for s in chapter.notebooks)
+                    for e in t.values() if e.get("cores")})
+    where = f" on {'/'.join(map(str, cores))} CPU cores" if cores else ""
+    note = (f"Measured by the runner when the book was last built{where} (wall-clock seconds of one "
+            "execution, peak resident memory of the kernel; from `data/timings.json`)."
+            + ("" if has_gpu else " The `gpu` column appears once a `make gpu` run has been recorded."))
+    return "\n".join(lines + ["", note, ""])
+
+
+def chapter_book_seconds(chapter: Chapter, timings: dict) -> float | None:
+    values = [timings.get(f"{chapter.slug}/{s}", {}).get("book", {}).get("seconds") for s in chapter.notebooks]
+    return None if not values or any(v is None for v in values) else float(sum(values))
+
+
+def format_minutes(seconds: float | None) -> str:
+    if seconds is None:
+        return "not measured"
+    return f"{max(1, round(seconds / 60))} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+__all__ = ["Chapter", "book_chapters", "chapter_book_seconds", "compute_markdown", "format_minutes",
+           "format_number", "ledger_markdown", "update_timings"]
+
+
+# -- the landing page and the teachers' page -----------------------------------------------------
+_EXERCISE = re.compile(r"^(```|:::)\{exercise\}", re.M)
+CARDS_MARKER = "<!-- chapter-cards -->"
+TEACHERS_MARKER = "<!-- teachers-table -->"
+WEEKS_MARKER = "<!-- week-plan -->"
+
+
+def chapter_facts(root: Path, chapter: Chapter, timings: dict) -> dict:
+    """What the cards and the teachers' table say about a chapter: exercises, reading time
+    (words at 180 a minute, code included, unless the metadata gives ``reading_minutes``),
+    book-scale run time (measured), the first notebook."""
+    folder = root / "chapters" / chapter.slug
+    texts = [(folder / f"{s}.md").read_text(encoding="utf-8") for s in chapter.notebooks
+             if (folder / f"{s}.md").exists()]
+    index = folder / "index.md"
+    words = sum(len(t.split()) for t in texts) + (len(index.read_text().split()) if index.exists() else 0)
+    minutes = chapter.meta.get("reading_minutes") or max(5, 5 * round(words / 180 / 5))
+    return {"exercises": sum(len(_EXERCISE.findall(t)) for t in texts), "reading_minutes": int(minutes),
+            "book_seconds": chapter_book_seconds(chapter, timings),
+            "first": chapter.notebooks[0] if chapter.notebooks else None}
+
+
+def _card(chapter: Chapter, facts: dict, teaser: tuple[str, str] | None) -> list[str]:
+    question = str(chapter.meta.get("question") or "").strip()
+    lines = [f":::{{grid-item-card}} {plain_title(chapter.title)}", ":class-card: chapter-card"]
+    if teaser:
+        lines += [f":img-top: {teaser[0]}", f":img-alt: {' '.join(teaser[1].split())}"]
+    lines += ["", question or "", ""]
+    links = [f"[read the chapter](chapters/{chapter.slug}/index.md)"]
+    if facts["first"]:
+        links.append(f"[start here](chapters/{chapter.slug}/{facts['first']}.ipynb)")
+    lines.append(f"<small>reading: about {facts['reading_minutes']} min · run at book scale: "
+                 f"{format_minutes(facts['book_seconds'])}</small>")
+    lines += ["", " · ".join(links)]
+    return lines + [":::", ""]
+
+
+def landing_markdown(root: Path, timings: dict, teasers: dict[str, tuple[str, str]]) -> str:
+    """A card per chapter grouped by part (book order), then the planned chapters, collapsed."""
+    chapters = book_chapters(root)
+    out: list[str] = []
+    for part in dict.fromkeys(c.part for c in chapters):
+        out += [f"### {part}", "", "::::{grid} 1 1 2 2", ":gutter: 3", ""]
+        for chapter in (c for c in chapters if c.part == part):
+            out += _card(chapter, chapter_facts(root, chapter, timings), teasers.get(chapter.slug))
+        out += ["::::", ""]
+    planned_file = root / "front" / "planned.yml"
+    written = {c.slug for c in chapters}
+    planned = [p for p in (yaml.safe_load(planned_file.read_text()) or [])] if planned_file.exists() else []
+    planned = [p for p in planned if p.get("slug") not in written]
+    if planned:
+        out += [f":::{{dropdown}} Chapters not yet written ({len(planned)})", ""]
+        out += [f"- {p['paper']} ({p['part']})" for p in planned]
+        out += ["", ":::", ""]
+    return "\n".join(out)
+
+
+def teachers_markdown(root: Path, timings: dict) -> str:
+    """One row per chapter: part, prerequisites, notebooks, exercises, run time and reading time."""
+    head = ["chapter", "prerequisites", "notebooks", "exercises", "run (book)", "reading"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for chapter in book_chapters(root):
+        facts = chapter_facts(root, chapter, timings)
+        row = [f"[{plain_title(chapter.title)}](../chapters/{chapter.slug}/index.md)",
+               str(chapter.meta.get("prerequisites") or "-"), str(len(chapter.notebooks)),
+               str(facts["exercises"]), format_minutes(facts["book_seconds"]),
+               f"{facts['reading_minutes']} min"]
+        lines.append("| " + " | ".join(x.replace("|", "\\|") for x in row) + " |")
+    return "\n".join(lines)
+
+
+def week_plan_markdown(root: Path) -> str:
+    """A week per chapter that exists, in book order, between an opening and a project week."""
+    chapters = book_chapters(root)
+    lines = ["| week | topic |", "|---|---|",
+             "| 1 | [How this book works](how-this-book-works.ipynb): scales, seeds, measurement, claims |"]
+    for week, chapter in enumerate(chapters, start=2):
+        lines.append(f"| {week} | [{plain_title(chapter.title)}](../chapters/{chapter.slug}/index.md) "
+                     f"({chapter.part}) |")
+    lines.append(f"| {len(chapters) + 2} | Student projects: take a chapter to `gpu` scale, or change one "
+                 "assumption and re-check the claims |")
+    return "\n".join(lines)
