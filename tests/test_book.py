@@ -4,47 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 from icml26.book import check_notebook, discover, find_root, nbval, run, select
 from icml26.book.site import ledger_markdown
 from icml26.book.sources import BookError, Notebook, content_hash, modules_used
+from minibook import PARAMS, cell, make_book
 
 ROOT = Path(__file__).resolve().parents[1]
-
-HEADER = textwrap.dedent("""\
-    ---
-    jupytext:
-      text_representation:
-        extension: .md
-        format_name: myst
-        format_version: 0.13
-    kernelspec:
-      display_name: Python 3
-      language: python
-      name: python3
-    ---
-    """)
-
-
-def cell(code: str, tags: str = "") -> str:
-    opts = f":tags: [{tags}]\n" if tags else ""
-    return f"```{{code-cell}} ipython3\n{opts}{textwrap.dedent(code).strip()}\n```\n\n"
-
-
-PARAMS = cell('SCALE = "book"', "parameters")
-
-
-def make_book(tmp_path: Path, notebooks: dict[str, str]) -> Path:
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\n")
-    (tmp_path / "_config.yml").write_text("title: test\n")
-    (tmp_path / "front").mkdir()
-    for name, body in notebooks.items():
-        (tmp_path / "front" / f"{name}.md").write_text(HEADER + "\n# " + name + "\n\n" + body)
-    return tmp_path
-
 
 # -- every notebook of the book obeys the conventions ---------------------------------------------
 def test_every_book_notebook_passes_the_source_checks():

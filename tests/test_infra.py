@@ -225,7 +225,7 @@ def test_the_dry_run_has_its_own_label(monkeypatch):
 
 @pytest.mark.slow
 def test_a_dry_run_executes_apart_and_asserts_no_claim(tmp_path, monkeypatch):
-    from test_runner import HEADER as header
+    from minibook import HEADER as header
 
     body = textwrap.dedent("""
         ```{code-cell} ipython3

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -16,40 +15,20 @@ import psutil
 import pytest
 from icml26.book import check_notebook, discover, run
 from icml26.book.execute import _meta_path, executed_path, one_line
-
-HEADER = textwrap.dedent("""\
-    ---
-    jupytext:
-      text_representation:
-        extension: .md
-        format_name: myst
-        format_version: 0.13
-    kernelspec:
-      display_name: Python 3
-      language: python
-      name: python3
-    ---
-    """)
-PARAMS = '```{code-cell} ipython3\n:tags: [parameters]\nSCALE = "book"\n```\n\n'
-
-
-def cell(code: str) -> str:
-    return f"```{{code-cell}} ipython3\n{textwrap.dedent(code).strip()}\n```\n\n"
-
-
-def make_book(tmp_path: Path, notebooks: dict[str, str]) -> Path:
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\n")
-    (tmp_path / "_config.yml").write_text("title: test\n")
-    (tmp_path / "front").mkdir(exist_ok=True)
-    for name, body in notebooks.items():
-        (tmp_path / "front" / f"{name}.md").write_text(HEADER + "\n# " + name + "\n\n" + body)
-    return tmp_path
+from minibook import PARAMS, cell, make_book
 
 
 def cli(root: Path, *args: str, **kw) -> subprocess.CompletedProcess:
     env = dict(os.environ, ICML26_THREADS="1")
     return subprocess.run([sys.executable, "-m", "icml26.book", *args], cwd=root, capture_output=True,
                           text=True, env=env, **kw)
+
+
+def start_run(root: Path) -> subprocess.Popen:
+    """The runner at smoke scale over ``front/``, in the background (the first of two racing runs)."""
+    return subprocess.Popen([sys.executable, "-m", "icml26.book", "run", "--scale", "smoke", "--chapter", "front"],
+                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, ICML26_THREADS="1"))
 
 
 def gone(pid: int) -> bool:
@@ -81,9 +60,7 @@ def racing(marker: Path) -> str:
 def test_concurrent_runs_take_turns_and_the_second_finds_the_cache(tmp_path):
     (tmp_path / "book").mkdir()
     root = make_book(tmp_path / "book", {"race": racing(tmp_path / "marker")})
-    first = subprocess.Popen([sys.executable, "-m", "icml26.book", "run", "--scale", "smoke", "--chapter", "front"],
-                             cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=dict(os.environ, ICML26_THREADS="1"))
+    first = start_run(root)
     time.sleep(1.5)
     second = cli(root, "run", "--scale", "smoke", "--chapter", "front", timeout=300)
     out_first, err_first = first.communicate(timeout=300)
@@ -98,9 +75,7 @@ def test_concurrent_runs_take_turns_and_the_second_finds_the_cache(tmp_path):
 def test_a_failed_concurrent_run_is_never_certified_by_another(tmp_path):
     (tmp_path / "book").mkdir()
     root = make_book(tmp_path / "book", {"race": racing(tmp_path / "marker")})
-    first = subprocess.Popen([sys.executable, "-m", "icml26.book", "run", "--scale", "smoke", "--chapter", "front"],
-                             cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=dict(os.environ, ICML26_THREADS="1"))
+    first = start_run(root)
     time.sleep(1.5)
     # the forced second run waits for the first, then executes and fails
     second = cli(root, "run", "--scale", "smoke", "--chapter", "front", "--force", timeout=300)

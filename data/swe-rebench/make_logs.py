@@ -292,9 +292,8 @@ CARGO_EXPECTED = {
 }
 
 # ---------------------------------------------------------------------------------- npm runners
-JEST_SRC = {
-    "package.json": json.dumps({"name": "jdemo", "version": "1.0.0", "private": True}, indent=2),
-    "__tests__/math.test.js": '''\
+# one suite for both runners (jest's globals; vitest imports them): same tests, same expected statuses
+JS_MATH_SUITE = '''\
 describe('math', () => {
   test('adds', () => { expect(1 + 1).toBe(2); });
   test('fails with - dash', () => { expect(1 + 1).toBe(3); });
@@ -305,7 +304,10 @@ describe('math', () => {
   test.todo('write more tests');
 });
 test('top level', () => {});
-''',
+'''
+JEST_SRC = {
+    "package.json": json.dumps({"name": "jdemo", "version": "1.0.0", "private": True}, indent=2),
+    "__tests__/math.test.js": JS_MATH_SUITE,
     "__tests__/other.test.js": "test('other passes', () => { expect([1].length).toBe(1); });\n",
 }
 JEST_EXPECTED = {
@@ -316,20 +318,7 @@ JEST_EXPECTED = {
 VITEST_SRC = {
     "package.json": json.dumps({"name": "vdemo", "version": "1.0.0", "private": True, "type": "module"},
                                indent=2),
-    "test/math.test.js": '''\
-import { describe, it, test, expect } from 'vitest';
-
-describe('math', () => {
-  test('adds', () => { expect(1 + 1).toBe(2); });
-  test('fails with - dash', () => { expect(1 + 1).toBe(3); });
-  describe('nested', () => {
-    it('deep ok', () => {});
-    it.skip('skipped one', () => {});
-  });
-  test.todo('write more tests');
-});
-test('top level', () => {});
-''',
+    "test/math.test.js": "import { describe, it, test, expect } from 'vitest';\n\n" + JS_MATH_SUITE,
 }
 VITEST_EXPECTED = {
     "test/math.test.js > math > adds": P, "test/math.test.js > math > fails with - dash": F,

@@ -1,0 +1,39 @@
+"""A throw-away book for runner and pipeline tests: jupytext notebooks under ``front/`` of a tmp folder."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+HEADER = textwrap.dedent("""\
+    ---
+    jupytext:
+      text_representation:
+        extension: .md
+        format_name: myst
+        format_version: 0.13
+    kernelspec:
+      display_name: Python 3
+      language: python
+      name: python3
+    ---
+    """)
+
+
+def cell(code: str, tags: str = "") -> str:
+    """One MyST code cell, with optional cell tags (``"parameters"``)."""
+    opts = f":tags: [{tags}]\n" if tags else ""
+    return f"```{{code-cell}} ipython3\n{opts}{textwrap.dedent(code).strip()}\n```\n\n"
+
+
+PARAMS = cell('SCALE = "book"', "parameters")
+
+
+def make_book(root: Path, notebooks: dict[str, str]) -> Path:
+    """A minimal book in ``root``: a toc, a config and one notebook per ``{name: body}`` in ``front/``."""
+    (root / "_toc.yml").write_text("format: jb-book\nroot: intro\n")
+    (root / "_config.yml").write_text("title: test\n")
+    (root / "front").mkdir(exist_ok=True)
+    for name, body in notebooks.items():
+        (root / "front" / f"{name}.md").write_text(HEADER + "\n# " + name + "\n\n" + body)
+    return root
