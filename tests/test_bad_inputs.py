@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import icml26.ba_solver as ba
 import icml26.bandpo as bp
+import icml26.bpop as bpop_m
+import icml26.causcale as cz
 import icml26.cgmt as cg
+import icml26.context_tuning as ctx  # context-tuning
 import icml26.dp_c4 as dpc4
+import icml26.paced_rl as prl
 import icml26.precond_delta as pd
+import icml26.sfconvcnp as sfc  # sfconvcnp
+import icml26.syngr as syngr  # syngr
+import icml26.unrolled_gsp as ugsp
 import pytest
 import torch
 from bad_inputs import Case, check_case, corruptions
@@ -32,8 +39,62 @@ W = torch.randn(P, generator=_gen)
 LOCAL = torch.randn(N_CLIENTS, P, generator=_gen)
 QKV = torch.nn.functional.normalize(torch.randn(1, 8, 2, 4, generator=_gen), dim=-1)
 CGMT_MODEL = cg.signal_strength_model(200, generator=torch.Generator().manual_seed(0))
+BPOP_PO = bpop_m.PartialOrder.from_edges([(0, 1)], names=[0, 1, 2])
+BPOP_Y = [[0, 1, 2], [2, 0, 1], [0, 2, 1]]
+CAUSCALE_MODEL = cz.CauScale(8, 2, 16, 2, reduction_k=1).eval()  # causcale
+_cz_gen = torch.Generator().manual_seed(1)  # causcale
+CZ_X, CZ_M = torch.randn(1, 12, 4, generator=_cz_gen), (torch.rand(1, 12, 4, generator=_cz_gen) < 0.2).float()  # causcale
+CZ_P = torch.eye(4)[None]  # causcale
+SFC_MODEL = sfc.SFConvCNP(channels=8, ffn_dim=16, n_blocks=1, groups=2)  # sfconvcnp
+SFC_CONV = sfc.SetFourierConv(1, 4, 4, groups=2)  # sfconvcnp
+SFC_X, SFC_Y = -3 + 6 * torch.rand(2, 5, 1, generator=_gen), torch.randn(2, 5, 1, generator=_gen)  # sfconvcnp
+SFC_XQ = -3 + 6 * torch.rand(2, 4, 1, generator=_gen)  # sfconvcnp
+
+# unrolled-gsp
+_ugsp_gen = torch.Generator().manual_seed(2)
+_UGSP_DATA = ugsp.simulate_traffic(8, days=2, seed=0)
+_UGSP_NBR = ugsp.knn_neighbors(_UGSP_DATA.dist, 3)
+UGSP_LU = ugsp.SpatialOperator(_UGSP_NBR, ugsp.distance_spatial_weights(_UGSP_DATA.dist, _UGSP_NBR))
+UGSP_LD = ugsp.DirectedTemporalOperator(ugsp.decaying_temporal_weights(12, 8, 3))
+UGSP_Y = torch.randn(1, 6, 8, generator=_ugsp_gen, dtype=torch.float64)
+UGSP_W = ugsp.make_windows(_UGSP_DATA, 12, 12, 6)["train"]
+UGSP_MODEL = ugsp.UnrolledGSPForecaster(8, _UGSP_NBR, n_blocks=1, n_iter=2, k=3, extrapolator="scratch").eval()
+# context-tuning
+CTX_MODEL = ctx.TinyICLTransformer(d_model=16, n_layers=2, n_heads=2).eval()
+CTX_T = ctx.sample_tasks(2, 4, 3, ctx.ICLTaskConfig(), torch.Generator().manual_seed(0))
+CTX_D = dict(x_demo=CTX_T["x_demo"], y_demo=CTX_T["y_demo"])
 
 CASES = [
+    # context-tuning
+    Case("context_tuning.ct_kv", ctx.ct_kv, dict(**CTX_D, steps=2, lr=1e-2, token_dropout=0.05, grad_clip=1.0),
+         args=("x_demo", "y_demo", "steps", "lr", "token_dropout", "grad_clip"), positional=(CTX_MODEL,)),
+    Case("context_tuning.ct_prompt", ctx.ct_prompt, dict(**CTX_D, steps=2, lr=1e-2, token_dropout=0.05),
+         args=("x_demo", "y_demo", "steps", "lr", "token_dropout"), positional=(CTX_MODEL,)),
+    Case("context_tuning.prefix_tuning", ctx.prefix_tuning, dict(**CTX_D, n_virtual=3, steps=2, lr=1e-2),
+         args=("x_demo", "y_demo", "n_virtual", "steps", "lr"), positional=(CTX_MODEL,)),
+    Case("context_tuning.prompt_tuning", ctx.prompt_tuning, dict(**CTX_D, n_virtual=3, steps=2, lr=1e-2),
+         args=("n_virtual", "steps", "lr"), positional=(CTX_MODEL,)),
+    Case("context_tuning.test_time_training", ctx.test_time_training, dict(**CTX_D, steps=2, lr=1e-3),
+         args=("x_demo", "y_demo", "steps", "lr"), positional=(CTX_MODEL,)),
+    Case("context_tuning.icl_predict", ctx.icl_predict, dict(**CTX_D, x_query=CTX_T["x_query"]),
+         args=("x_demo", "y_demo", "x_query"), positional=(CTX_MODEL,)),
+    Case("context_tuning.ridge_predict", ctx.ridge_predict, dict(**CTX_D, x_query=CTX_T["x_query"], lam=0.01),
+         args=("x_demo", "y_demo", "x_query", "lam")),
+    Case("context_tuning.sample_tasks", ctx.sample_tasks,
+         dict(n_tasks=2, n_demos=3, n_queries=2, cfg=ctx.ICLTaskConfig()), args=("n_tasks", "n_demos", "n_queries", "cfg")),
+    Case("context_tuning.ICLTaskConfig", ctx.ICLTaskConfig, dict(dim=4, max_demos=8, noise=0.1, x_scale=1.0, w_scale=1.0),
+         args=("dim", "max_demos", "noise", "x_scale", "w_scale")),
+    # unrolled-gsp
+    Case("unrolled_gsp.soft_threshold", ugsp.soft_threshold, dict(v=torch.linspace(-2, 2, 9), kappa=0.5),
+         args=("v", "kappa")),
+    Case("unrolled_gsp.simulate_traffic", ugsp.simulate_traffic,
+         dict(n_nodes=6, days=1, seed=0, kind="speed", incident_rate=0.3, missing=0.01),
+         args=("n_nodes", "days", "kind", "incident_rate", "missing")),
+    Case("unrolled_gsp.admm_solve", ugsp.admm_solve,
+         dict(y=UGSP_Y, t_in=6, Lu=UGSP_LU, Ld=UGSP_LD, mu_u=1.0, mu_d1=0.1, mu_d2=1.0, rho=1.0, iters=3),
+         args=("y", "t_in", "mu_u", "mu_d1", "mu_d2", "rho", "iters")),
+    Case("unrolled_gsp.UnrolledGSPForecaster", UGSP_MODEL, dict(y=UGSP_W["x"][:2, :12], tod=UGSP_W["tod"][:2],
+                                                                dow=UGSP_W["dow"][:2]), args=("y", "tod", "dow")),
     Case("bandpo.probability_margins", bp.probability_margins,
          dict(p=torch.tensor([0.2, 0.5, 1.0]), lo=0.8, hi=1.2), args=("p", "lo", "hi")),
     Case("bandpo.clipped_surrogate_loss", bp.clipped_surrogate_loss,
@@ -77,6 +138,81 @@ CASES = [
     Case("watermark.detect", wm.detect, dict(tokens=torch.tensor([[1, 2, 3, 2, 1]]), green_mat=wm.green_matrix(16, 0.25, 3),
                                              gamma=0.25, context0=16, alpha=0.01),
          args=("tokens", "gamma", "context0", "alpha")),
+    # causcale
+    Case("causcale.sample_dag", cz.sample_dag, dict(n_nodes=6, expected_degree=1.5, graph_type="er", rng=0),
+         args=("n_nodes", "expected_degree", "graph_type")),
+    Case("causcale.precision_prior", cz.precision_prior,
+         dict(x_raw=torch.randn(30, 4, generator=_gen, dtype=torch.float64), method="auto"), args=("x_raw", "method")),
+    Case("causcale.reduction_schedule", cz.reduction_schedule, dict(m=64, n_blocks=4, k=2, r=2),
+         args=("m", "n_blocks", "k", "r")),
+    Case("causcale.attention_map_floats", cz.attention_map_floats, dict(m=10, n=5, n_heads=2),
+         args=("m", "n", "n_heads")),
+    Case("causcale.average_precision", cz.average_precision,
+         dict(scores=torch.rand(5, 5, generator=_gen), adj=torch.triu(torch.ones(5, 5), 1)), args=("scores", "adj")),
+    Case("causcale.CauScale", CAUSCALE_MODEL, dict(x=CZ_X, interv=CZ_M, prior=CZ_P), args=("x", "interv", "prior")),
+    # bpop
+    Case("bpop.trace_log_likelihood", bpop_m.trace_log_likelihood,
+         dict(trace=torch.tensor([0, 2, 1]), po=BPOP_PO, beta=1.0, eps=0.05), args=("trace", "beta", "eps")),
+    Case("bpop.batched_log_likelihood", bpop_m.batched_log_likelihood,
+         dict(R=bpop_m.remaining_tensor(BPOP_Y), closure=torch.as_tensor(BPOP_PO.closure),
+              beta=torch.tensor([1.0], dtype=torch.float64), eps=0.05, chosen=bpop_m.chosen_tensor(BPOP_Y)),
+         args=("R", "closure", "beta", "eps")),
+    Case("bpop.queue_jump_log_likelihood", bpop_m.queue_jump_log_likelihood,
+         dict(trace=torch.tensor([0, 2, 1]), po=BPOP_PO, p=0.1), args=("trace", "p")),
+    Case("bpop.point_estimate", bpop_m.point_estimate,
+         dict(edge_prob=torch.tensor([[0, .9, .2], [.1, 0, .3], [.6, .4, 0]], dtype=torch.float64), alpha=0.5),
+         args=("edge_prob", "alpha")),
+    Case("bpop.always_before", bpop_m.always_before, dict(traces=[[0, 1, 2], [2, 0, 1]], n=3), args=("traces", "n")),
+    # paced-rl
+    Case("paced_rl.tb_loss", prl.tb_loss, dict(log_z=torch.zeros(4), logp=-torch.ones(4), logp_prior=-torch.ones(4),
+                                                 reward=torch.tensor([0.0, 1, 1, 0]), beta=0.05),
+         args=("log_z", "logp", "logp_prior", "reward", "beta")),
+    Case("paced_rl.optimal_log_z", prl.optimal_log_z,
+         dict(logp_theta_all=torch.log_softmax(torch.randn(2, 8, generator=_gen), -1),
+              logp_old_all=torch.log_softmax(torch.randn(2, 8, generator=_gen), -1),
+              reward_all=(torch.arange(16).reshape(2, 8) % 2).float(), beta=0.05),
+         args=("logp_theta_all", "logp_old_all", "reward_all", "beta")),
+    Case("paced_rl.select_prompts", prl.select_prompts,
+         dict(scores=torch.tensor([0.1, 0.5, 0.9, 0.4]), pool_idx=torch.arange(4), batch_size=2, tau=0.5),
+         args=("scores", "pool_idx", "batch_size", "tau")),
+    Case("paced_rl.accuracy_from_log_z", prl.accuracy_from_log_z, dict(log_z=torch.tensor([1.0, 10.0]), beta=0.05),
+         args=("log_z", "beta")),
+    Case("paced_rl.grpo_advantages", prl.grpo_advantages, dict(rewards=torch.tensor([[1.0, 0, 0, 1]])),
+         args=("rewards",)),
+    Case("paced_rl.exact_pass_at_k", prl.exact_pass_at_k, dict(acc=torch.tensor([0.1, 0.5]), ks=(1, 8)),
+         args=("acc",)),
+    # sfconvcnp
+    Case("sfconvcnp.frequency_grid", sfc.frequency_grid, dict(max_freq=4.9, resolution=0.1, dim=1),
+         args=("max_freq", "resolution", "dim")),
+    Case("sfconvcnp.gaussian_set_spectrum", sfc.gaussian_set_spectrum,
+         dict(x=SFC_X, z=torch.randn(2, 5, 3, generator=_gen), xi=torch.linspace(0, 1, 4).view(-1, 1),
+              lengthscale=torch.full((1, 3), 0.2)), args=("x", "z", "xi", "lengthscale")),
+    Case("sfconvcnp.inverse_real_transform", sfc.inverse_real_transform,
+         dict(z_ft=torch.randn(2, 4, 3, dtype=torch.complex64, generator=_gen), xq=SFC_XQ,
+              xi=torch.linspace(0, 1, 4).view(-1, 1), weights=torch.ones(4), volume=0.1),
+         args=("z_ft", "xq", "xi", "weights", "volume")),
+    Case("sfconvcnp.SetFourierConv", SFC_CONV, dict(z_kv=torch.randn(2, 5, 4, generator=_gen), x_kv=SFC_X, x_q=SFC_XQ),
+         args=("z_kv", "x_kv", "x_q")),
+    Case("sfconvcnp.SFConvCNP", SFC_MODEL, dict(xc=SFC_X, yc=SFC_Y, xq=SFC_XQ), args=("xc", "yc", "xq")),
+    Case("sfconvcnp.sample_gp_tasks", sfc.sample_gp_tasks,
+         dict(batch_size=2, kernel="rbf", n_context=(3, 5), n_target=(3, 5), noise_std=0.1, shift=0.0),
+         args=("batch_size", "kernel", "n_context", "n_target", "noise_std", "shift")),
+    Case("sfconvcnp.gp_oracle_loglik", sfc.gp_oracle_loglik,
+         dict(task=sfc.sample_gp_tasks(2, generator=torch.Generator().manual_seed(0))), args=("task",)),
+    # syngr
+    Case("syngr.synergy_contrastive_loss", syngr.synergy_contrastive_loss,
+         dict(z_ori=torch.randn(4, 3, generator=_gen), z_mask=torch.randn(4, 3, generator=_gen),
+              z_uni=torch.randn(4, 3, generator=_gen), tau=0.07), args=("z_ori", "z_mask", "z_uni", "tau")),
+    Case("syngr.token_saliency", syngr.token_saliency,
+         dict(attn=torch.softmax(torch.randn(2, 2, 5, 5, generator=_gen), -1), valid=torch.ones(2, 5, dtype=torch.bool)),
+         args=("attn", "valid")),
+    Case("syngr.recall_at_k", syngr.recall_at_k, dict(ranks=torch.tensor([1, 3, 0]).numpy(), k=2), args=("k",)),
+    Case("syngr.ndcg_at_k", syngr.ndcg_at_k, dict(ranks=torch.tensor([1, 3, 0]).numpy(), k=2), args=("k",)),
+    Case("syngr.SynGRConfig", syngr.SynGRConfig,
+         dict(alpha=0.1, mask_ratio=0.3, tau=0.07, uni_view="dominant", masking="saliency"),
+         args=("alpha", "mask_ratio", "tau", "uni_view", "masking")),
+    Case("syngr.gate_table", syngr.gate_table, dict(name="xor"), args=("name",)),
+    Case("syngr.syncat_style_table", syngr.syncat_style_table, dict(n_styles=4), args=("n_styles",)),
 ]
 
 

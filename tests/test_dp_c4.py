@@ -283,3 +283,108 @@ def test_cuda_matches_cpu():
     sig = m.StagedSchedule(torch.tensor([[0.5, 0.25]]), torch.tensor([[3.0, 4.0]]), 20)
     c = m.dp_c4(tr_gpu, sig, 0.5, 0.1, gen, x_star=xs.cuda())
     assert bool(torch.isfinite(c.dist).all())
+
+
+# -- digits MLP (non-convex): torch.func per-example gradients -----------------------------------------
+def test_mlp_per_sample_grads_match_autograd():
+    train, test = m.digits_mlp(hidden=6, dtype=torch.float64)
+    assert train.n + test.n == 1797 and train.dim == 6 * 65 + 10 * 7
+    x = train.init(2, seed=1)
+    G = train.per_sample_grads(x)                                       # (2, n, P) via vmap(grad)
+    for r, i in ((0, 0), (1, 5), (1, 700)):
+        w = x[r].clone().requires_grad_(True)
+        sub = m.MLPProblem(train.X[i:i + 1], train.y[i:i + 1], train.lam, hidden=6)
+        sub.loss(w).backward()
+        assert float((G[r, i] - w.grad).abs().max()) < 1e-12
+    idx = torch.tensor([[3, 9, 11], [0, 1, 2]])
+    Gi = train.per_sample_grads(x, idx)
+    assert torch.allclose(Gi, torch.stack([G[0, idx[0]], G[1, idx[1]]]), atol=1e-13)
+    assert bool(((test.accuracy(x) >= 0) & (test.accuracy(x) <= 1)).all())
+
+
+def test_mlp_bad_inputs():
+    X = torch.randn(5, 4, dtype=torch.float64)
+    with pytest.raises(ValueError, match="class labels"):
+        m.MLPProblem(X, torch.tensor([0.0, 1, 2, 10, 1]), 1e-4, hidden=3)
+    with pytest.raises(ValueError, match="class indices"):
+        m.MLPProblem(X, torch.tensor([0.5, 1, 2, 1, 1]), 1e-4, hidden=3)
+    p = m.MLPProblem(X, torch.tensor([0.0, 1, 2, 3, 1]), 1e-4, hidden=3)
+    with pytest.raises(ValueError, match="non-convex"):
+        p.solve_exact()
+    with pytest.raises(ValueError, match="idx"):
+        p.per_sample_grads(p.init(2), torch.zeros(3, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="test_fraction"):
+        m.digits_mlp(test_fraction=1.5)
+
+
+# -- the Poisson-batch path (gathered rows) equals the dense step -------------------------------------
+def test_gathered_batches_equal_dense_reference(small):
+    from icml26.dp_c4.method import _mask, _noise
+
+    train, _, xs = small
+    idx = torch.tensor([[1, 4, 7], [0, 2, 299]])
+    G = train.per_sample_grads(torch.ones(2, train.dim, dtype=torch.float64) * 0.1)
+    assert torch.allclose(train.per_sample_grads(torch.ones(2, train.dim, dtype=torch.float64) * 0.1, idx),
+                          torch.stack([G[0, idx[0]], G[1, idx[1]]]), atol=1e-15)
+    R, K, mm, q, lr = 3, 3, 7, 0.3, 0.5
+    thr = m.geometric_thresholds(0.5, 0.7, K).repeat(R, 1)
+    sg = torch.full((R, K), 2.0)
+    tr = m.dp_c4(train, m.StagedSchedule(thr, sg, mm), lr, q, torch.Generator().manual_seed(4), x_star=xs)
+    # dense reference: all n gradients and anchors, the same draws in the same order
+    gen = torch.Generator().manual_seed(4)
+    x = torch.zeros(R, train.dim, dtype=torch.float64)
+    h, H = torch.zeros(R, train.n, train.dim, dtype=torch.float64), torch.zeros(R, train.dim, dtype=torch.float64)
+    for t in range(K * mm):
+        C = thr[:, t // mm]
+        mask = _mask(R, train.n, q, gen, x)
+        zeta = _noise(R, train.dim, gen, x) * (sg[:, t // mm] * C)[:, None]
+        g, h, H, _, _ = m.dp_c4_step(train.per_sample_grads(x), h, H, mask, C, zeta, q)
+        x = x - lr * g
+    assert float((tr.x - x).abs().max()) < 1e-12
+    sgd = m.dp_sgd(train, 20, lr, torch.tensor([0.5, 1.0]), 2.0, q, torch.Generator().manual_seed(2))
+    gen, x = torch.Generator().manual_seed(2), torch.zeros(2, train.dim, dtype=torch.float64)
+    Cs = torch.tensor([0.5, 1.0], dtype=torch.float64)
+    for _ in range(20):
+        mask = _mask(2, train.n, q, gen, x)
+        zeta = _noise(2, train.dim, gen, x) * (2.0 * Cs)[:, None]
+        x = x - lr * ((m.clip_rows(train.per_sample_grads(x), Cs[:, None]) * mask[..., None]).sum(1) + zeta) / (q * train.n)
+    assert float((sgd.x - x).abs().max()) < 1e-12
+
+
+def test_drop_tilt_removes_the_accumulated_noise(small):
+    train, _, xs = small
+    sch = m.StagedSchedule(m.geometric_thresholds(0.5, 0.9, 20), torch.full((20,), 3.0), 1)
+    a = m.dp_c4(train, sch, 1.0, 1.0, torch.Generator().manual_seed(1), x_star=xs)
+    b = m.dp_c4(train, sch, 1.0, 1.0, torch.Generator().manual_seed(1), x_star=xs, drop_tilt=True)
+    assert float(a.tilt.norm()) > 1e-3 and float(b.tilt.norm()) < 1e-12
+
+
+# -- runners: fresh-seed evaluation, bootstrap, log-log slope ---------------------------------------------
+def test_evaluate_and_statistics(small):
+    train, test, xs = small
+    import pandas as pd
+    conf = pd.DataFrame([dict(method="DP-SGD", eps=1.0, C0=1.0, rho=1.0, shape="-"),
+                         dict(method="DP-C4", eps=1.0, C0=0.5, rho=0.5, shape="sqrt"),
+                         dict(method="DP-C4", eps=1.0, C0=0.5, rho=0.5, shape="uniform")])
+    runs, cur = m.evaluate(train, xs, conf, 1e-5, 0.1, 20, 2, 0.5, 3, seed=0, log_every=5, test=test)
+    assert len(runs) == 9 and set(cur) == {0, 1, 2} and cur[0].shape[0] == 3
+    assert np.isfinite(runs["dist"]).all() and runs["acc"].between(0, 1).all()
+    r, lo, hi = m.bootstrap_ratio([1.0, 2.0, 3.0], [4.0, 4.0, 4.0])
+    assert r == pytest.approx(0.5) and lo <= r <= hi
+    with pytest.raises(ValueError):
+        m.bootstrap_ratio([], [1.0])
+    ns = np.array([100, 200, 400, 800])
+    df = pd.DataFrame([dict(n=n, seed=s, dist=(1 + 0.01 * s) / n) for n in ns for s in range(5)])
+    s, lo, hi = m.loglog_slope(df)
+    assert s == pytest.approx(-1.0, abs=1e-9) and lo <= s + 1e-9 and hi >= s - 1e-9
+    tv = m.tilt_vs_n((200, 400), 3, 0.1, 1.0, 1e-5, 10, 1.0, 1.0, 0.25, 0.9, 2)
+    assert len(tv) == 8 and np.isfinite(tv["dist"]).all()
+
+
+def test_opacus_accountants_agree():
+    pytest.importorskip("opacus")
+    sg = m.allocate_sigmas(m.geometric_thresholds(1.0, 0.7, 5).numpy(), 50, 0.1, 2.0, 1e-5)
+    a, b = m.epsilon(sg, 50, 0.1, 1e-5, "rdp"), m.epsilon(sg, 50, 0.1, 1e-5, "opacus_rdp")
+    assert abs(a - b) < 1e-8
+    prv, pld = m.epsilon(sg, 50, 0.1, 1e-5, "opacus_prv"), m.epsilon(sg, 50, 0.1, 1e-5, "pld")
+    assert abs(prv - pld) < 0.02 and pld < a

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-# Colour-blind-safe palette (Okabe-Ito, then Tol's muted); the order is fixed.
+# Colour-blind-safe palette (Okabe-Ito, then Tol's muted, then a neutral grey); the order is fixed.
 PALETTE = (
     "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
-    "#882255", "#44AA99", "#999933", "#AA4499", "#661100",
+    "#882255", "#44AA99", "#999933", "#AA4499", "#661100", "#999999",
 )
 
 _RC = {
@@ -90,6 +90,33 @@ METHOD_COLORS: dict[str, str] = {
     # watermark
     "algorithm a": "#0072B2", "default (0.25, 2)": "#D55E00", "default (0.5, 2)": "#E69F00",
     "uncalibrated": "#009E73", "a with raw t": "#CC79A7",
+    # causcale
+    "causcale": "#0072B2", "invcov": "#D55E00", "corr": "#009E73", "no prior": "#CC79A7",
+    "untied attention": "#E69F00", "tied": "#0072B2", "untied": "#D55E00",
+    "with reduction": "#0072B2", "without reduction": "#D55E00",
+    # context-tuning
+    "ct-kv": "#0072B2", "icl": "#D55E00", "ct-prompt": "#56B4E9",  # its ridge oracle uses "oracle"
+    "prefix tuning": "#E69F00", "prompt tuning": "#CC79A7", "ttt": "#009E73", "ttt + ct-kv": "#882255",
+    "ct-kv (no loo)": "#44AA99", "ct-kv (no dropout)": "#999933", "zero-shot": "#AA4499",
+    # paced-rl
+    "paced-rl": "#0072B2", "grpo": "#D55E00", "oracle selection": "#000000",
+    "gflownet-pi_old (uniform)": "#009E73", "paced w/o replay": "#56B4E9", "flowrl": "#CC79A7",
+    "dynamic sampling": "#E69F00", "history selection": "#999933", "paced-rl, replay not in z": "#882255",
+    # sfconvcnp
+    "sfconvcnp": "#0072B2", "convcnp": "#D55E00", "cnp": "#009E73", "sfvconvcnp": "#56B4E9",
+    "sfconvcnp-linear": "#CC79A7", "te-attention np": "#E69F00", "gp oracle": "#000000",
+    "convcnp (fixed grid)": "#882255",
+    # bpop
+    "bpop": "#0072B2", "majority": "#D55E00", "always-before": "#009E73", "heuristics miner": "#CC79A7",
+    "queue-jump": "#E69F00", "bpop-uniform": "#56B4E9",
+    # unrolled-gsp
+    "unrolled (ridge start)": "#0072B2", "ridge": "#D55E00", "unrolled (scratch)": "#56B4E9",
+    "persistence": "#009E73", "historical average": "#E69F00", "transformer": "#CC79A7",
+    # syngr
+    "syngr": "#0072B2", "gr-fused": "#D55E00", "gr-text": "#009E73", "gr-image": "#CC79A7",
+    "gr-fused (3x epochs)": "#E69F00", "bayes oracle": "#000000", "no-synergy oracle": "#999933",
+    "category oracle": "#882255", "popularity": "#44AA99", "syngr (alpha=0)": "#56B4E9",
+    "syngr (random mask)": "#AA4499", "syngr (mask non-dominant)": "#661100", "syngr (no h_uni nll)": "#999999",
 }
 
 # Fallback for names not in METHOD_COLORS: the order in which a notebook first asks for them.

@@ -2,7 +2,7 @@
 
 Only the abstract is public: :func:`dp_c4` is **the book's reconstruction from the abstract**.
 
-- :mod:`.problems`: finite-sum problems (1-D toy, heavy-tailed logistic, breast cancer).
+- :mod:`.problems`: finite-sum problems (1-D toy, heavy-tailed logistic, breast cancer, digits MLP).
 - :mod:`.method`: clipping, staged threshold schedules, DP-C4 (Algorithm 1).
 - :mod:`.baselines`: DP-SGD / DP-GD and noiseless clipped GD.
 - :mod:`.accounting`: RDP, GDP, calibration and the tailored allocation (Algorithms 2-3).
@@ -22,18 +22,31 @@ from .accounting import (
 )
 from .baselines import dp_sgd
 from .experiments import (
+    accountant_comparison,
     accountant_table,
     best_of_grid,
+    bootstrap_ratio,
     clipped_fixed_points,
     decay_race,
     eps_vs_stages,
+    eps_vs_steps,
     equal_privacy,
+    evaluate,
+    loglog_slope,
     noiseless_race,
     sensitivity_check,
+    tilt_vs_n,
 )
 from .method import StagedSchedule, Trace, clip_rows, dp_c4, dp_c4_step, geometric_thresholds
 from .presets import PRESETS, DPC4Preset, preset
-from .problems import FiniteSumProblem, breast_cancer_logistic, heavy_tailed_logistic, toy_problem
+from .problems import (
+    FiniteSumProblem,
+    MLPProblem,
+    breast_cancer_logistic,
+    digits_mlp,
+    heavy_tailed_logistic,
+    toy_problem,
+)
 
 __all__ = [
     "ORDERS",
@@ -53,17 +66,25 @@ __all__ = [
     "dp_c4_step",
     "geometric_thresholds",
     "FiniteSumProblem",
+    "MLPProblem",
     "breast_cancer_logistic",
+    "digits_mlp",
     "heavy_tailed_logistic",
     "toy_problem",
+    "accountant_comparison",
     "accountant_table",
     "best_of_grid",
+    "bootstrap_ratio",
     "clipped_fixed_points",
     "decay_race",
     "eps_vs_stages",
+    "eps_vs_steps",
     "equal_privacy",
+    "evaluate",
+    "loglog_slope",
     "noiseless_race",
     "sensitivity_check",
+    "tilt_vs_n",
     "PRESETS",
     "DPC4Preset",
     "preset",

@@ -20,7 +20,8 @@ from scipy.special import gammaln, logsumexp
 from scipy.stats import norm
 
 ORDERS = tuple(range(2, 257))
-BACKENDS = ("rdp", "dp_accounting_rdp", "pld", "gdp")
+_ALLOC_CACHE: dict = {}
+BACKENDS = ("rdp", "dp_accounting_rdp", "pld", "gdp", "opacus_rdp", "opacus_prv")
 
 
 def _real(name, value, lo=None, hi=None, lo_open=True, hi_open=True) -> float:
@@ -158,7 +159,8 @@ def epsilon(sigmas, steps_per_stage: int, q: float, delta: float, backend: str =
     (spec Sec. 3.3: :math:`\\varepsilon_{\\rm RDP}(\\alpha)=\\sum_k m R_{q,\\sigma_k}(\\alpha)`).
 
     ``backend``: ``"rdp"`` (internal), ``"dp_accounting_rdp"`` (Google's RdpAccountant, same orders),
-    ``"pld"`` (Google's PLD accountant, tight), ``"gdp"`` (q = 1 only, exact)."""
+    ``"pld"`` (Google's PLD accountant, tight), ``"gdp"`` (q = 1 only, exact), ``"opacus_rdp"`` (Opacus's
+    RDPAccountant, same orders), ``"opacus_prv"`` (Opacus's PRV accountant, eps_error 1e-2)."""
     s = _sigmas(sigmas)
     if isinstance(steps_per_stage, bool) or not isinstance(steps_per_stage, (int, np.integer)) \
             or steps_per_stage < 1:
@@ -174,6 +176,14 @@ def epsilon(sigmas, steps_per_stage: int, q: float, delta: float, backend: str =
         if q != 1.0:
             raise ValueError(f"backend='gdp' is exact for full batch only (q == 1), got q={q}")
         return gdp_eps(math.sqrt(m * float(np.sum(s ** -2.0))), delta)
+    if backend.startswith("opacus"):
+        from opacus.accountants import PRVAccountant, RDPAccountant
+
+        acc = RDPAccountant() if backend == "opacus_rdp" else PRVAccountant()
+        acc.history = [(float(sk), q, m) for sk in s]        # (noise multiplier, sample rate, steps)
+        if backend == "opacus_rdp":
+            return float(acc.get_epsilon(delta, alphas=[float(a) for a in _orders(orders)]))
+        return float(acc.get_epsilon(delta, eps_error=1e-2))
     import dp_accounting
 
     events = [dp_accounting.SelfComposedDpEvent(
@@ -219,14 +229,21 @@ def allocate_sigmas(thresholds, steps_per_stage: int, q: float, eps: float, delt
     if isinstance(steps_per_stage, bool) or not isinstance(steps_per_stage, (int, np.integer)) \
             or steps_per_stage < 1:
         raise ValueError(f"steps_per_stage must be a positive integer, got {steps_per_stage!r}")
+    key = (tuple(C.tolist()), int(steps_per_stage), q, eps, delta, shape, backend)
+    if key in _ALLOC_CACHE:                       # a pure function of its arguments: memoised
+        return _ALLOC_CACHE[key].copy()
     a = C ** -0.5 if shape == "sqrt" else np.ones_like(C)
     if backend == "gdp":
         if q != 1.0:
             raise ValueError(f"backend='gdp' needs q == 1, got q={q}")
         mu = gdp_mu(eps, delta)
-        return a * math.sqrt(steps_per_stage * float(np.sum(a ** -2.0))) / mu
-    s = _bisect_scale(lambda sc: epsilon(sc * a, steps_per_stage, q, delta, backend), eps)
-    return s * a
+        out = a * math.sqrt(steps_per_stage * float(np.sum(a ** -2.0))) / mu
+    else:
+        out = _bisect_scale(lambda sc: epsilon(sc * a, steps_per_stage, q, delta, backend), eps) * a
+    if len(_ALLOC_CACHE) > 4096:
+        _ALLOC_CACHE.clear()
+    _ALLOC_CACHE[key] = out
+    return out.copy()
 
 
 def calibrate_sigma(T: int, q: float, eps: float, delta: float, backend: str = "rdp") -> float:

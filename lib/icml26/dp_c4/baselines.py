@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .method import Trace, _check_int, _check_run_args, _log, _mask, _noise, _trace, clip_rows
+from .method import Trace, _batch_idx, _check_int, _check_run_args, _log, _mask, _noise, _trace, clip_rows
 from .problems import FiniteSumProblem
 
 
@@ -42,7 +42,11 @@ def dp_sgd(problem: FiniteSumProblem, T: int, lr: float, C, sigma, q: float = 1.
         mask = _mask(R, n, q, generator, x)
         zeta = _noise(R, d, generator, x) * std[:, None] if noisy else torch.zeros(R, d, dtype=x.dtype,
                                                                                  device=x.device)
-        G = problem.per_sample_grads(x)
+        if q < 1:                       # Poisson batch: gradients of the sampled rows only
+            idx, mask = _batch_idx(mask)
+            G = problem.per_sample_grads(x, idx)
+        else:
+            G = problem.per_sample_grads(x)
         if t % log_every == 0 or t == T - 1:
             nrm = G.norm(dim=-1)
             nb = mask.sum(1).clamp_min(1)

@@ -147,25 +147,37 @@ def _mask(R: int, n: int, q: float, generator, like: Tensor) -> Tensor:
     return (u.to(like.device) < q).to(like.dtype)
 
 
+def _batch_idx(mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Padded indices of each run's Poisson batch: ``idx`` ``(R, b)`` with b the largest batch, members
+    first (in index order), and ``valid`` ``(R, b)``, 1 for members, 0 for padding (padding indices are
+    distinct non-members, so scattering zeros back through them is harmless)."""
+    b = max(int(mask.sum(1).max()), 1)
+    idx = torch.argsort(mask, dim=1, descending=True, stable=True)[:, :b]
+    return idx, mask.gather(1, idx)
+
+
 def _noise(R: int, d: int, generator, like: Tensor) -> Tensor:
     z = torch.randn(R, d, generator=generator, dtype=like.dtype,
                     device=generator.device if generator is not None else None)
     return z.to(like.device)
 
 
-def dp_c4_step(G: Tensor, h: Tensor, H: Tensor, mask: Tensor, C: Tensor, noise: Tensor, q: float):
+def dp_c4_step(G: Tensor, h: Tensor, H: Tensor, mask: Tensor, C: Tensor, noise: Tensor, q: float,
+               n: int | None = None):
     """One DP-C4 step (reconstruction, spec Sec. 3.3), batched over R runs.
 
     G: per-example gradients ``(R, n, d)`` at the current iterate; h: anchors ``(R, n, d)``; H: public
     anchor aggregate ``(R, d)``; mask: Poisson batch ``(R, n)``; C: thresholds ``(R,)``; noise: the
-    Gaussian draw already scaled to std :math:`\\sigma_kC_k`, ``(R, d)``. Returns ``(g, h, H, S, Delta)``:
+    Gaussian draw already scaled to std :math:`\\sigma_kC_k`, ``(R, d)``. ``G``, ``h`` and ``mask`` may
+    instead hold only gathered rows ``(R, b, .)`` (the batch, padded with masked rows); then ``n`` must be
+    the data-set size. Returns ``(g, h, H, S, Delta)`` for the rows given:
 
     (DPC4-1) :math:`\\delta_i=\\operatorname{clip}(\\nabla f_i(x_t)-h_i,C_k)` for i in the batch;
     (DPC4-2) :math:`\\tilde S_t=\\sum_{i\\in B_t}\\delta_i+\\zeta_t` -- the only released quantity;
     (DPC4-3) :math:`g_t=\\tilde H+\\tilde S_t/(qn)`;
     (DPC4-4) :math:`h_i\\leftarrow h_i+\\delta_i`, :math:`\\tilde H\\leftarrow\\tilde H+\\tilde S_t/n`.
     """
-    n = G.shape[1]
+    n = G.shape[1] if n is None else n
     Delta = clip_rows(G - h, C[:, None]) * mask[..., None]
     S = Delta.sum(1) + noise
     g = H + S / (q * n)
@@ -174,13 +186,17 @@ def dp_c4_step(G: Tensor, h: Tensor, H: Tensor, mask: Tensor, C: Tensor, noise: 
 
 def dp_c4(problem: FiniteSumProblem, schedule: StagedSchedule, lr: float, q: float = 1.0, generator=None,
           x0: Tensor | None = None, x_star: Tensor | None = None, noise: bool = True, log_every: int = 1,
-          max_anchor_bytes: int = MAX_ANCHOR_BYTES) -> Trace:
+          max_anchor_bytes: int = MAX_ANCHOR_BYTES, drop_tilt: bool = False) -> Trace:
     """Algorithm 1, DP-C4 (reconstruction from the abstract): R runs at once, T = K m steps.
 
     Step t of stage k = floor(t/m): Poisson batch, innovation clip at :math:`C_k`, release with noise
     std :math:`\\sigma_kC_k`, gradient estimate, anchor update, :math:`x_{t+1}=x_t-\\eta g_t` (DPC4-5).
     ``noise=False`` is the noiseless mode (no privacy claimed). Per-example anchors are private state
-    and never returned; the trace logs aggregates only."""
+    and never returned; the trace logs aggregates only.
+
+    ``drop_tilt=True`` is a **non-private diagnostic**: after every step the public aggregate is reset to
+    the exact anchor mean, :math:`\\tilde H\\leftarrow\\frac1n\\sum_ih_i`, so the noise of past steps is
+    forgotten (it reads private state; no privacy is claimed). It isolates the accumulated tilt."""
     if not isinstance(schedule, StagedSchedule):
         raise TypeError(f"schedule must be a StagedSchedule, got {type(schedule).__name__}")
     R = schedule.runs
@@ -208,13 +224,24 @@ def dp_c4(problem: FiniteSumProblem, schedule: StagedSchedule, lr: float, q: flo
         C, std = Cs[:, k], sig[:, k] * Cs[:, k]
         mask = _mask(R, n, q, generator, x)
         zeta = _noise(R, d, generator, x) * std[:, None] if noise else torch.zeros_like(H)
-        G = problem.per_sample_grads(x)
+        if q < 1:                       # Poisson batch: gradients and anchors of the sampled rows only
+            idx, bmask = _batch_idx(mask)
+            idx_e = idx[..., None].expand(-1, -1, d)
+            G, hb = problem.per_sample_grads(x, idx), h.gather(1, idx_e)
+        else:
+            bmask, G, hb = mask, problem.per_sample_grads(x), h
         if t % log_every == 0 or t == schedule.T - 1:
-            inn = (G - h).norm(dim=-1)
-            nb = mask.sum(1).clamp_min(1)
+            inn = (G - hb).norm(dim=-1)
+            nb = bmask.sum(1).clamp_min(1)
             _log(logs, t, problem, x, x_star, std if noise else torch.zeros_like(std),
-                 ((inn > C[:, None]).to(x.dtype) * mask).sum(1) / nb, (inn * mask).sum(1) / nb)
-        g, h, H, _, _ = dp_c4_step(G, h, H, mask, C, zeta, q)
+                 ((inn > C[:, None]).to(x.dtype) * bmask).sum(1) / nb, (inn * bmask).sum(1) / nb)
+        g, hb, H, _, _ = dp_c4_step(G, hb, H, bmask, C, zeta, q, n)
+        if q < 1:
+            h.scatter_(1, idx_e, hb)
+        else:
+            h = hb
+        if drop_tilt:
+            H = h.mean(1)
         x = x - lr * g
     tilt = H - h.mean(1)
     return _trace(logs, problem, x, x_star, tilt)

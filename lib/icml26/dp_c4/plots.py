@@ -100,8 +100,8 @@ def eps_vs_stages(df):
     return fig
 
 
-def curves(table, curves_, rows, labels, title_eps):
-    """Distance to x* against step (mean +- sd over seeds) for the given table rows."""
+def curves(table, curves_, rows, labels, title_eps, ylabel=r"$\|x_t-x^\star\|$", log=True):
+    """Distance to x* (or another logged curve, ``ylabel``) against step, mean +- sd over seeds."""
     fig, axes = plt.subplots(1, len(title_eps), figsize=(6.9, 3.0), sharey=True)
     axes = np.atleast_1d(axes)
     for ax, eps in zip(axes, title_eps):
@@ -112,11 +112,14 @@ def curves(table, curves_, rows, labels, title_eps):
             c = curves_[r]
             mu, sd = c.mean(0), c.std(0)
             col = method_color(lab)
-            ax.semilogy(row["steps"], mu, color=col, lw=1.5, label=lab)
-            ax.fill_between(row["steps"], np.maximum(mu - sd, 1e-6), mu + sd, color=col, alpha=0.2, lw=0)
+            ax.plot(row["steps"], mu, color=col, lw=1.5, label=lab)
+            ax.fill_between(row["steps"], np.maximum(mu - sd, 1e-6) if log else mu - sd, mu + sd, color=col,
+                            alpha=0.2, lw=0)
+        if log:
+            ax.set_yscale("log")
         ax.set_xlabel("step")
         ax.text(0.97, 0.95, rf"$\varepsilon$ = {eps:g}", transform=ax.transAxes, ha="right", va="top")
-    axes[0].set_ylabel(r"$\|x_t-x^\star\|$")
+    axes[0].set_ylabel(ylabel)
     axes[-1].legend(**LEGEND)
     fig.tight_layout()
     return fig
@@ -139,5 +142,39 @@ def noise_std(best, K, T):
     ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel(r"noise std $\sigma_kC_k$")
+    ax.legend(**LEGEND)
+    return fig
+
+
+def dist_vs_n(df, slopes):
+    """Final distance to x* against n (log-log), mean over seeds with min-max bars, the fitted slopes and
+    the predicted tilt size."""
+    fig, ax = plt.subplots(figsize=(5.2, 3.3))
+    for name in ("DP-GD", "DP-C4"):
+        g = df[df["method"] == name].groupby("n")["dist"]
+        mu, lo, hi = g.mean(), g.min(), g.max()
+        ax.errorbar(mu.index, mu, yerr=[mu - lo, hi - mu], fmt="o-", ms=4, lw=1.4, capsize=2,
+                    color=method_color(name), label=f"{name} (slope {slopes[name]:.2f})")
+    pred = df.groupby("n")["predicted_tilt"].first()
+    ax.plot(pred.index, pred, "k:", lw=1.2, label="predicted tilt of DP-C4")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("training examples n")
+    ax.set_ylabel(r"final $\|x_T-x^\star\|$")
+    ax.legend(**LEGEND)
+    return fig
+
+
+def eps_vs_steps(df, T):
+    """Epsilon spent against steps at q < 1 for DP-SGD and staged DP-C4, one line style per accountant."""
+    fig, ax = plt.subplots(figsize=(5.2, 3.2))
+    styles = {"rdp": "-", "pld": "--"}
+    for b, g in df.groupby("backend", sort=False):
+        for col, name in (("dpsgd", "DP-SGD"), ("dpc4", "DP-C4")):
+            ax.plot(g["steps"], g[col], styles.get(b, ":"), marker="o", ms=3, lw=1.4, color=method_color(name),
+                    label=f"{name}, {b.upper()}")
+    ax.axvline(T, color="0.5", lw=0.8, ls=":")
+    ax.set_xlabel("steps run")
+    ax.set_ylabel(r"$\varepsilon$ at $\delta=10^{-5}$")
     ax.legend(**LEGEND)
     return fig

@@ -44,24 +44,47 @@ class DPC4Preset:
     pld: bool = True                # PLD epsilon in the accountant table
     acct_eps: tuple = (1.0, 4.0)    # targets of the accountant cross-check table
     seed: int = 0
+    eval_seeds: int = 10            # fresh seeds re-running the best configurations (spread, claims)
+    # notebook 2, digits MLP (non-convex, Poisson q, K stages of T/K steps)
+    dg_hidden: int = 32
+    dg_T: int = 300
+    dg_K: int = 10
+    dg_lr: float = 0.5
+    dg_C_grid: tuple = (0.25, 0.5, 1.0, 2.0)
+    dg_C0_grid: tuple = (0.25, 0.5)
+    dg_rho_grid: tuple = (0.6, 0.8)
+    dg_tune_seeds: int = 2
+    dg_log_every: int = 30
+    # notebook 3 (accounting table, tilt against n)
+    tilt_n: tuple = (625, 1250, 2500, 5000, 10000, 20000)
+    tilt_T: int = 200
+    tilt_seeds: int = 10
+    tilt_C: float = 1.0             # DP-GD clipping norm (fixed for every n)
+    tilt_C0: float = 0.25           # DP-C4 schedule (fixed for every n)
+    tilt_rho: float = 0.95
+    prv: bool = True                # Opacus PRV epsilon in the accountant table (staged rows only)
 
     def dry_run(self) -> DPC4Preset:
         """Loop counts cut (steps, stages, seeds, grids), sizes (n, d) kept."""
-        return replace(self, seeds=1, T_noiseless=10, T_fixed_point=10, T=8, K=4, T_full=10,
+        return replace(self, seeds=1, T_noiseless=10, T_fixed_point=10, T=4, K=4, T_full=4,
                        C_bias_grid=self.C_bias_grid[:2], decay_rhos=self.decay_rhos[:2], C_grid=self.C_grid[:2], C0_grid=self.C0_grid[:1], rho_grid=self.rho_grid[:1],
                        C_grid_full=self.C_grid_full[:2], C0_grid_full=self.C0_grid_full[:1],
                        rho_grid_full=self.rho_grid_full[:1], C0_grid_coarse=self.C0_grid_coarse[:1],
                        rho_grid_coarse=self.rho_grid_coarse[:1], K_coarse=2, bc_seeds=1, pld=False, acct_eps=(1.0,),
-                       eps_list=self.eps_list[:1])
+                       eps_list=self.eps_list[:1], eval_seeds=1, dg_T=6, dg_K=2, dg_C_grid=self.dg_C_grid[:1],
+                       dg_C0_grid=self.dg_C0_grid[:1], dg_rho_grid=self.dg_rho_grid[:1], dg_tune_seeds=1,
+                       dg_log_every=3, tilt_n=self.tilt_n[:2], tilt_T=10, tilt_seeds=2, prv=False)
 
 
 PRESETS = {
     "smoke": DPC4Preset(n=1000, d=10, seeds=1, T_noiseless=2000, C_fixed=(0.1, 1.0, 10.0),
                         C_bias_grid=(0.5, 1.0, 2.0, 4.0), T_fixed_point=1500, decay_rhos=(0.9, 0.99),
-                        T=200, K=5, C_grid=(0.5, 1.0), C0_grid=(0.25, 0.5), rho_grid=(0.5,),
+                        T=100, K=5, C_grid=(0.5, 1.0), C0_grid=(0.25, 0.5), rho_grid=(0.5,),
                         T_full=100, C_grid_full=(1.0, 4.0), C0_grid_full=(0.25,), rho_grid_full=(0.95,),
                         C0_grid_coarse=(0.5,), rho_grid_coarse=(0.5,), K_coarse=5, bc_seeds=1, pld=False,
-                        acct_eps=(1.0,), log_every=20),
+                        acct_eps=(1.0,), log_every=20, eval_seeds=2, dg_hidden=8, dg_T=20, dg_K=2,
+                        dg_C_grid=(0.5,), dg_C0_grid=(0.25,), dg_rho_grid=(0.6,), dg_tune_seeds=1, dg_log_every=5,
+                        tilt_n=(250, 500, 1000), tilt_T=40, tilt_seeds=3, prv=False),
     "book": DPC4Preset(n=5000, d=10, seeds=3, T_noiseless=2000, C_fixed=(0.1, 1.0, 10.0),
                        C_bias_grid=(0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0), T_fixed_point=3000,
                        decay_rhos=(0.9, 0.97, 0.99, 0.995),
@@ -74,7 +97,8 @@ PRESETS = {
                       T=5000, K=20, C_grid=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0), C0_grid=(0.25, 0.5, 1.0),
                       rho_grid=(0.6, 0.8), T_full=400, C_grid_full=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
                       C0_grid_full=(0.25, 0.5, 1.0), rho_grid_full=(0.95, 0.975, 0.99), K_coarse=20,
-                      log_every=50),
+                      log_every=50, eval_seeds=20, dg_T=600, dg_K=20, dg_tune_seeds=5, dg_log_every=50,
+                      tilt_n=(625, 1250, 2500, 5000, 10000, 20000, 40000, 80000), tilt_seeds=20),
 }
 
 

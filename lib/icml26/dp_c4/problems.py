@@ -90,9 +90,21 @@ class FiniteSumProblem:
             return -self.y * torch.sigmoid(-self.y * z)
         return z - self.y
 
-    def per_sample_grads(self, x: Tensor) -> Tensor:
-        """All per-example gradients: ``(n, d)`` for x of shape ``(d,)``, ``(R, n, d)`` for ``(R, d)``."""
+    def _check_idx(self, idx: Tensor, runs: int) -> Tensor:
+        if not isinstance(idx, Tensor) or idx.dtype != torch.long or idx.ndim != 2 or idx.shape[0] != runs:
+            raise ValueError(f"idx must be a (R={runs}, b) long tensor of example indices")
+        return idx
+
+    def per_sample_grads(self, x: Tensor, idx: Tensor | None = None) -> Tensor:
+        """All per-example gradients: ``(n, d)`` for x of shape ``(d,)``, ``(R, n, d)`` for ``(R, d)``.
+        With ``idx`` of shape ``(R, b)``: only the examples ``idx[r]`` of run r, ``(R, b, d)``."""
         xr, single = self._as_runs(x)
+        if idx is not None:
+            idx = self._check_idx(idx, len(xr))
+            Xb, yb = self.X[idx], self.y[idx]                                   # (R, b, d), (R, b)
+            z = torch.einsum("rbd,rd->rb", Xb, xr)
+            w = -yb * torch.sigmoid(-yb * z) if self.kind == "logistic" else z - yb
+            return w[..., None] * Xb + self.lam * xr[:, None, :]
         G = self._residual_weight(xr)[..., None] * self.X + self.lam * xr[:, None, :]
         return G[0] if single else G
 
@@ -195,5 +207,134 @@ def breast_cancer_logistic(lam: float = 1e-2, test_fraction: float = 0.2, seed: 
         A = np.hstack([(A - mu) / sd, np.ones((len(A), 1))])
         return FiniteSumProblem(torch.tensor(A, dtype=torch.float64, device=device),
                                 torch.tensor(2.0 * b - 1.0, dtype=torch.float64, device=device), lam, "logistic")
+
+    return make(Xtr, ytr), make(Xte, yte)
+
+
+class MLPProblem(FiniteSumProblem):
+    """Non-convex finite sum (spec Sec. 7.1): a one-hidden-layer tanh MLP with softmax cross-entropy,
+    :math:`f_i(x)=\\operatorname{CE}(W_2\\tanh(W_1a_i+b_1)+b_2;\\,y_i)+\\frac\\lambda2\\|x\\|^2`, where the
+    iterate ``x`` is the flat parameter vector ``(W1, b1, W2, b2)`` of length
+    ``hidden*(p+1) + classes*(hidden+1)``.
+
+    Per-example gradients come from ``torch.func``: ``vmap`` over examples of ``grad`` of the one-example
+    loss, ``vmap``-ed again over runs, so an iterate ``(R, P)`` gives ``(R, n, P)`` with no Python loop
+    over examples or runs. ``y`` holds class indices ``0..classes-1`` (stored as floats)."""
+
+    def __init__(self, X: Tensor, y: Tensor, lam: float, hidden: int = 32, classes: int = 10):
+        if not isinstance(X, Tensor) or not isinstance(y, Tensor):
+            raise TypeError("X and y must be torch tensors")
+        self.hidden, self.classes = _check_int("hidden", hidden), _check_int("classes", classes, 2)
+        if y.ndim != 1 or y.is_floating_point() and not bool((y == y.round()).all()):
+            raise ValueError("y must be 1-D class indices")
+        if bool(((y < 0) | (y >= self.classes)).any()):
+            raise ValueError(f"class labels y must be in 0..{self.classes - 1}")
+        self.X, self.y, self.lam, self.kind = X, y, lam, "least_squares"   # reuse the base checks
+        super().__post_init__()
+        self.kind = "mlp"
+        p, h, c = self.X.shape[1], self.hidden, self.classes
+        self._shapes = ((h, p), (h,), (c, h), (c,))
+        self._labels = self.y.long()
+        self._onehot = torch.nn.functional.one_hot(self._labels, self.classes).to(self.X.dtype)
+
+    @property
+    def dim(self) -> int:
+        p, h, c = self.X.shape[1], self.hidden, self.classes
+        return h * (p + 1) + c * (h + 1)
+
+    def _unflatten(self, w: Tensor):
+        out, i = [], 0
+        for s in self._shapes:
+            k = math.prod(s)
+            out.append(w[..., i:i + k].reshape(*w.shape[:-1], *s))
+            i += k
+        return out
+
+    def logits(self, x: Tensor) -> Tensor:
+        """Logits ``(n, classes)`` or ``(R, n, classes)``."""
+        xr, single = self._as_runs(x)
+        W1, b1, W2, b2 = self._unflatten(xr)
+        hid = torch.tanh(torch.einsum("np,rhp->rnh", self.X, W1) + b1[:, None, :])
+        out = torch.einsum("rnh,rch->rnc", hid, W2) + b2[:, None, :]
+        return out[0] if single else out
+
+    @staticmethod
+    def _one_loss(params, a: Tensor, onehot: Tensor) -> Tensor:
+        """Cross-entropy of one example; ``params = (W1, b1, W2, b2)`` (the ridge is added outside)."""
+        W1, b1, W2, b2 = params
+        z = W2 @ torch.tanh(W1 @ a + b1) + b2
+        return torch.logsumexp(z, 0) - (z * onehot).sum()
+
+    def per_sample_grads(self, x: Tensor, idx: Tensor | None = None) -> Tensor:
+        """``(n, P)`` for x of shape ``(P,)``, ``(R, n, P)`` for ``(R, P)``; with ``idx`` ``(R, b)`` only the
+        examples ``idx[r]`` of run r, ``(R, b, P)``. ``torch.func.vmap(grad)`` over examples, vmapped over
+        runs; parameters enter as a tuple (slicing a flat vector inside ``grad`` would cost one full-size
+        zero tensor per slice in the backward pass)."""
+        from torch.func import grad, vmap
+
+        xr, single = self._as_runs(x)
+        per_ex = vmap(grad(self._one_loss), in_dims=(None, 0, 0))
+        if idx is None:
+            G = vmap(per_ex, in_dims=(0, None, None))(tuple(self._unflatten(xr)), self.X, self._onehot)
+        else:
+            idx = self._check_idx(idx, len(xr))
+            G = vmap(per_ex, in_dims=(0, 0, 0))(tuple(self._unflatten(xr)), self.X[idx], self._onehot[idx])
+        G = torch.cat([g.flatten(2) for g in G], -1) + self.lam * xr[:, None, :]
+        return G[0] if single and idx is None else G
+
+    def grad(self, x: Tensor) -> Tensor:
+        G = self.per_sample_grads(x)
+        return G.mean(-2)
+
+    def loss(self, x: Tensor) -> Tensor:
+        """:math:`F(x)` (mean cross-entropy plus the ridge), shape ``()`` or ``(R,)``."""
+        xr, single = self._as_runs(x)
+        z = self.logits(xr)
+        ce = (torch.logsumexp(z, -1) - z.gather(-1, self._labels.expand(len(xr), -1)[..., None])[..., 0]).mean(-1)
+        out = ce + 0.5 * self.lam * (xr ** 2).sum(-1)
+        return out[0] if single else out
+
+    def accuracy(self, x: Tensor) -> Tensor:
+        """Fraction of correct argmax predictions, shape ``()`` or ``(R,)``."""
+        xr, single = self._as_runs(x)
+        acc = (self.logits(xr).argmax(-1) == self._labels).to(self.X.dtype).mean(-1)
+        return acc[0] if single else acc
+
+    def hessian(self, x):
+        raise ValueError("hessian is not available for kind='mlp' (non-convex)")
+
+    def solve_exact(self, tol: float = 1e-12, max_iter: int = 100):
+        raise ValueError("solve_exact is not available for kind='mlp' (non-convex: no unique minimiser)")
+
+    def init(self, runs: int = 1, seed: int = 0) -> Tensor:
+        """Glorot-uniform weights and zero biases, ``(runs, P)``, seeded."""
+        runs = _check_int("runs", runs)
+        g = torch.Generator().manual_seed(int(seed))
+        parts = []
+        for s in self._shapes:
+            if len(s) == 2:
+                lim = math.sqrt(6.0 / (s[0] + s[1]))
+                parts.append((2 * torch.rand(runs, s[0] * s[1], generator=g, dtype=torch.float64) - 1) * lim)
+            else:
+                parts.append(torch.zeros(runs, s[0], dtype=torch.float64))
+        return torch.cat(parts, 1).to(self.X)
+
+
+def digits_mlp(hidden: int = 32, lam: float = 1e-4, test_fraction: float = 0.2, seed: int = 0,
+               dtype=torch.float32, device=None) -> tuple[MLPProblem, MLPProblem]:
+    """scikit-learn's bundled digits (1797 x 64, 10 classes), pixels scaled to [0, 1] and centred on
+    the training mean, stratified split; a 64 -> ``hidden`` -> 10 tanh MLP (spec Sec. 7.1)."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    if not 0 < float(test_fraction) < 1:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    X, y = load_digits(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X / 16.0, y, test_size=test_fraction, random_state=int(seed), stratify=y)
+    mu = Xtr.mean(0)
+
+    def make(A, b):
+        return MLPProblem(torch.tensor(A - mu, dtype=dtype, device=device),
+                          torch.tensor(b, dtype=dtype, device=device), lam, hidden=hidden)
 
     return make(Xtr, ytr), make(Xte, yte)

@@ -1,0 +1,115 @@
+"""Baselines of the paper's Table 1 that the book can run on a CPU (spec Sec. 3.10): CORR, INVCOV,
+NOTEARS-linear (re-implemented, numpy/scipy) and the PC algorithm from causal-learn."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.optimize as sopt
+
+from .data import precision_prior
+
+
+def _x2d(x, name="x") -> np.ndarray:
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric [m, n] array, got {type(x).__name__}") from exc
+    if arr.ndim != 2 or arr.shape[0] < 2 or arr.shape[1] < 2:
+        raise ValueError(f"{name} must be a 2-D [m, n] array with m, n >= 2, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite")
+    return arr
+
+
+def corr_scores(x) -> np.ndarray:
+    """CORR: ``|corr(x_i, x_j)|`` for both directions (undirected), zero diagonal."""
+    s = np.abs(np.nan_to_num(np.corrcoef(_x2d(x), rowvar=False)))
+    s = 0.5 * (s + s.T)          # exactly symmetric: round-off must not orient edges
+    np.fill_diagonal(s, 0.0)
+    return s
+
+
+def invcov_scores(x_raw, method: str = "auto") -> np.ndarray:
+    """INVCOV: ``|Theta_ij|`` of the estimated precision matrix (the CauScale prior), zero diagonal."""
+    s = np.abs(precision_prior(_x2d(x_raw, "x_raw"), method=method))
+    s = 0.5 * (s + s.T)          # exactly symmetric: round-off must not orient edges
+    np.fill_diagonal(s, 0.0)
+    return s
+
+
+def notears_linear(x, lambda1: float = 0.1, w_threshold: float = 0.3, max_iter: int = 100, h_tol: float = 1e-8,
+                   rho_max: float = 1e16) -> np.ndarray:
+    """NOTEARS (Zheng et al., 2018), linear least squares:
+    ``min_W 1/(2m) ||X - X W||^2 + lambda1 ||W||_1  s.t.  h(W) = tr(exp(W o W)) - n = 0``,
+    augmented Lagrangian with L-BFGS-B on ``W = W+ - W-``. Returns the thresholded weighted adjacency."""
+    x = _x2d(x)
+    for name, val in (("lambda1", lambda1), ("w_threshold", w_threshold)):
+        if not np.isfinite(val) or val < 0:
+            raise ValueError(f"{name} must be finite and >= 0, got {val!r}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
+        raise ValueError(f"max_iter must be an int >= 1, got {max_iter!r}")
+    m, d = x.shape
+    x = x - x.mean(0)
+
+    def _adj(w):
+        return (w[: d * d] - w[d * d:]).reshape(d, d)
+
+    def _func(w):
+        W = _adj(w)
+        r = x - x @ W
+        loss = 0.5 / m * (r ** 2).sum()
+        g_loss = -1.0 / m * x.T @ r
+        E = sla.expm(W * W)
+        h = np.trace(E) - d
+        g_h = E.T * W * 2
+        obj = loss + 0.5 * rho * h * h + alpha * h + lambda1 * w.sum()
+        g = g_loss + (rho * h + alpha) * g_h
+        return obj, np.concatenate((g + lambda1, -g + lambda1), axis=None)
+
+    w_est, rho, alpha, h = np.zeros(2 * d * d), 1.0, 0.0, np.inf
+    bnds = [(0, 0) if i == j else (0, None) for _ in range(2) for i in range(d) for j in range(d)]
+    for _ in range(max_iter):
+        w_new, h_new = None, None
+        while rho < rho_max:
+            sol = sopt.minimize(_func, w_est, method="L-BFGS-B", jac=True, bounds=bnds)
+            w_new = sol.x
+            h_new = np.trace(sla.expm(_adj(w_new) ** 2)) - d
+            if h_new > 0.25 * h:
+                rho *= 10
+            else:
+                break
+        w_est, h = w_new, h_new
+        alpha += rho * h
+        if h <= h_tol or rho >= rho_max:
+            break
+    W = _adj(w_est)
+    W[np.abs(W) < w_threshold] = 0.0
+    return W
+
+
+def pc_baseline(x, alpha: float = 0.05) -> np.ndarray:
+    """PC algorithm of causal-learn (Fisher-z test) as edge scores: 1 for ``i -> j``, 0.5 both ways
+    for an undirected edge ``i - j``. causal-learn encodes ``i -> j`` as ``G[j, i] = 1, G[i, j] = -1``."""
+    x = _x2d(x)
+    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    try:
+        from causallearn.search.ConstraintBased.PC import pc
+    except ImportError as exc:  # pragma: no cover - causal-learn is a book dependency
+        raise ImportError("pc_baseline needs causal-learn: pip install causal-learn") from exc
+    g = pc(x, alpha, "fisherz", show_progress=False, verbose=False).G.graph
+    return causallearn_to_scores(g)
+
+
+def causallearn_to_scores(g: np.ndarray) -> np.ndarray:
+    """causal-learn endpoint matrix -> edge scores (1 directed, 0.5 each way undirected)."""
+    g = np.asarray(g)
+    d = g.shape[0]
+    s = np.zeros((d, d))
+    directed = (g.T == 1) & (g == -1)         # G[j, i] = 1 and G[i, j] = -1  =>  i -> j
+    undirected = (g == -1) & (g.T == -1)
+    s[directed] = 1.0
+    s[undirected] = 0.5
+    np.fill_diagonal(s, 0.0)
+    return s

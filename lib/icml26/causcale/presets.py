@@ -1,0 +1,86 @@
+"""Scale presets for the CauScale chapter (spec Sec. 7.2-7.3). Notebooks never hard-code sizes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from icml26.core import preset_for
+
+
+@dataclass(frozen=True)
+class CauScalePreset:
+    seed: int = 0
+    # -- the model (spec Sec. 7.3) -----------------------------------------------------------------
+    embed_dim: int = 32
+    n_heads: int = 4
+    ffn_dim: int = 64
+    n_blocks: int = 4
+    reduction_k: int = 2
+    reduction_r: int = 2
+    # -- training (Algorithm 2) --------------------------------------------------------------------
+    train_n: tuple = (5, 12)          # n ~ U{lo..hi}
+    n_samples: int = 200              # m
+    degrees: tuple = (1, 2)
+    graph_types: tuple = ("er", "sf")
+    batch_size: int = 8
+    lr: float = 1e-3
+    weight_decay: float = 1e-5
+    steps_full: int = 250             # the full model
+    steps_ablation: int = 150         # ablations (and the full model's snapshot) compared at this step
+    train_seeds: tuple = (0, 1, 2)
+    untied_seeds: tuple = (0,)        # seeds of the (slowest) untied-attention ablation
+    use_checkpoint: bool = True       # load data/causcale/causcale_book.pt instead of training inline
+    finetune_steps: int = 8           # notebook 2 retrains this many steps of seed 0 to show the loop
+    # -- evaluation ------------------------------------------------------------------------------
+    n_test: int = 20                  # held-out graphs per cell
+    test_n: int = 10
+    general_n: tuple = (20,)          # size generalisation (outside the training range)
+    ood_mechanisms: tuple = ("sigmoid_add", "polynomial")
+    test_seed: int = 10_000           # test seeds never overlap training seeds (< 10 000)
+    notears_n: int = 50               # the speed comparison
+    notears_max_iter: int = 100       # dual-ascent rounds of NOTEARS on the test cell
+    notears_time_iter: int = 2        # rounds timed at n = notears_n (a lower bound on a full run)
+    notears_graphs: int = 5           # test graphs NOTEARS runs on (about 2-3 CPU s each at n=10)
+    run_notears_grid: bool = True     # NOTEARS on the n=10 test cell
+    # -- notebook 1: architecture and cost --------------------------------------------------------
+    check_m: int = 24                 # sizes of the identity checks
+    check_n: int = 6
+    time_m: tuple = (64, 128, 256, 512)
+    time_n: int = 10
+    time_blocks: int = 8
+    time_dim: int = 32
+    time_repeats: int = 3
+    mem_n: tuple = (8, 16, 32, 64, 128)   # tied vs untied growth (m = n)
+    mem_layer_dim: int = 32
+    mem_heads: int = 4
+
+    def dry_run(self) -> CauScalePreset:
+        """Loop counts cut (steps, seeds, the untied ablation's seeds, test graphs, timing repeats, grid lengths),
+        sizes kept."""
+        return replace(self, steps_full=min(self.steps_full, 2), steps_ablation=min(self.steps_ablation, 1),
+                       finetune_steps=min(self.finetune_steps, 2), train_seeds=self.train_seeds[:1], untied_seeds=(),
+                       n_test=min(self.n_test, 2), time_repeats=1, time_m=self.time_m[:2], mem_n=self.mem_n[:2],
+                       use_checkpoint=False, run_notears_grid=False, notears_max_iter=min(self.notears_max_iter, 2),
+                       notears_time_iter=1, notears_graphs=min(self.notears_graphs, 1),
+                       general_n=self.general_n[:1], ood_mechanisms=self.ood_mechanisms[:1])
+
+
+PRESETS = {
+    "smoke": CauScalePreset(embed_dim=16, n_heads=2, ffn_dim=32, n_blocks=2, reduction_k=1, train_n=(5, 8),
+                            n_samples=64, graph_types=("er",), batch_size=4, steps_full=12, steps_ablation=6,
+                            train_seeds=(0,), use_checkpoint=False, finetune_steps=2, n_test=4, test_n=8,
+                            general_n=(12,), ood_mechanisms=("sigmoid_add",), notears_n=10,
+                            notears_max_iter=3, notears_time_iter=1, notears_graphs=2, run_notears_grid=True, check_m=12, check_n=5,
+                            time_m=(32, 64), time_blocks=4, time_dim=16, time_repeats=1, mem_n=(8, 16, 32)),
+    "book": CauScalePreset(),
+    "gpu": CauScalePreset(embed_dim=64, n_heads=8, ffn_dim=128, n_blocks=4, train_n=(10, 20), degrees=(1, 2, 3, 4),
+                          steps_full=3000, steps_ablation=1500, train_seeds=(0, 1, 2), untied_seeds=(0, 1, 2),
+                          use_checkpoint=False, n_test=40, general_n=(30, 50), notears_graphs=20,
+                          time_m=(128, 256, 512, 1024, 2048), time_n=20, time_repeats=5,
+                          mem_n=(16, 32, 64, 128, 256, 512), mem_layer_dim=128, mem_heads=16),
+}
+
+
+def preset(scale: str | None = "book") -> CauScalePreset:
+    """The preset for ``scale`` (``ICML26_SCALE`` overrides)."""
+    return preset_for(PRESETS, scale)

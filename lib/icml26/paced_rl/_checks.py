@@ -1,0 +1,68 @@
+"""Argument checks shared by the chapter's public functions (bad input raises ValueError/TypeError
+naming the argument)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+
+def pos_float(name: str, x, *, allow_zero: bool = False) -> float:
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {x!r}")
+    x = float(x)
+    if not math.isfinite(x) or x < 0 or (x == 0 and not allow_zero):
+        raise ValueError(f"{name} must be a finite number {'>=' if allow_zero else '>'} 0, got {x!r}")
+    return x
+
+
+def unit_float(name: str, x) -> float:
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise TypeError(f"{name} must be a real number in [0, 1], got {x!r}")
+    x = float(x)
+    if not (0.0 <= x <= 1.0):
+        raise ValueError(f"{name} must lie in [0, 1], got {x!r}")
+    return x
+
+
+def count(name: str, x, minimum: int = 1) -> int:
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {x!r}")
+    x = int(x)
+    if x < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {x}")
+    return x
+
+
+def tensor(name: str, x, *, ndim: int | None = None, floating: bool = True, finite: bool = True,
+           nonempty: bool = True) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if ndim is not None and x.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(x.shape)}")
+    if nonempty and x.numel() == 0:
+        raise ValueError(f"{name} must not be empty")
+    if floating and not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got {x.dtype}")
+    if not floating and (x.is_floating_point() or x.is_complex() or x.dtype == torch.bool):
+        raise TypeError(f"{name} must be an integer tensor, got {x.dtype}")
+    if finite and x.is_floating_point() and not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} must be finite")
+    return x
+
+
+def same_shape(names: tuple[str, ...], *xs: torch.Tensor) -> None:
+    shape = xs[0].shape
+    for n, x in zip(names[1:], xs[1:]):
+        if x.shape != shape:
+            raise ValueError(f"{n} must have the shape of {names[0]} {tuple(shape)}, got {tuple(x.shape)}")
+
+
+def log_probs(name: str, x) -> torch.Tensor:
+    """A floating tensor of log-probabilities: no NaN, no +inf (-inf marks probability zero)."""
+    tensor(name, x, finite=False)
+    if bool(torch.isnan(x).any()) or bool((x == float("inf")).any()):
+        raise ValueError(f"{name} must hold log-probabilities (no NaN or +inf)")
+    return x

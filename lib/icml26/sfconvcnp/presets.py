@@ -1,0 +1,86 @@
+"""Scale presets of the sfconvcnp chapter (spec Sec. 7.2-7.3). Notebooks never hard-code sizes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from icml26.core import preset_for
+
+
+def _sf(**kw) -> dict:
+    base = dict(channels=64, ffn_dim=128, n_blocks=3, groups=4, max_freq=4.9, freq_resolution=0.1)
+    base.update(kw)
+    return base
+
+
+@dataclass(frozen=True)
+class SFConvCNPPreset:
+    seed: int = 0
+    # -- notebook 1: layers, identities, scaling, operator toy -------------------------------------
+    te_shifts: int = 41                     # shifts in [0, 10] for the translation-error curve
+    time_ns_sf: tuple = (1024, 2048, 4096, 8192, 16384)
+    time_ns_att: tuple = (128, 256, 512, 1024)
+    time_m: int = 128
+    time_channels: int = 64
+    time_repeats: int = 5
+    toy_steps: int = 1500
+    toy_batch: int = 32
+    toy_lr: tuple = (3e-2, 1e-2)            # (first-order SFConv, rank-1 SFVConv), as in the spec
+    toy_eval_batches: int = 8
+    # -- notebook 2: neural processes ---------------------------------------------------------------
+    seeds: tuple = (0, 1, 2)
+    batch: int = 16
+    n_context: tuple = (5, 50)
+    n_target: tuple = (5, 50)
+    lr: float = 1e-3
+    steps_rbf: int = 300
+    steps_periodic: int = 200
+    steps_saw: int = 300
+    test_batches: int = 20
+    test_batch: int = 16
+    test_m: int = 128
+    shifts: tuple = (0.0, 3.0, 6.0, 12.0)
+    sf: dict = field(default_factory=_sf)
+    sfv_rank: int = 2
+    sfv_groups: int = 8                     # spec Sec. 7.3: G = 8 keeps SFVConvCNP within the CPU budget
+    sfv_extra: dict = field(default_factory=dict)   # further SFVConvCNP overrides of ``sf``
+    convcnp: dict = field(default_factory=lambda: dict(points_per_unit=32, channels=64, kernel_size=11,
+                                                       n_layers=6))
+    cnp_hidden: int = 128
+    attention: dict = field(default_factory=lambda: dict(embed_dim=64, n_heads=4, n_layers=2))
+    train_attention: bool = False           # the TE-attention NP is trained only in the gpu preset
+    erf_points: int = 121
+    erf_samples: int = 64
+
+    def dry_run(self) -> SFConvCNPPreset:
+        """Loop counts cut (steps, seeds, test batches, timing points and repeats), sizes kept."""
+        return replace(self, te_shifts=min(self.te_shifts, 5), time_ns_sf=self.time_ns_sf[:2],
+                       time_ns_att=self.time_ns_att[:2], time_repeats=1, toy_steps=min(self.toy_steps, 5),
+                       toy_eval_batches=1, seeds=self.seeds[:1], steps_rbf=2, steps_periodic=2, steps_saw=2,
+                       test_batches=1, shifts=self.shifts[:2], erf_samples=min(self.erf_samples, 4))
+
+
+PRESETS = {
+    "smoke": SFConvCNPPreset(
+        te_shifts=9, time_ns_sf=(64, 128, 256), time_ns_att=(64, 128, 256), time_m=32, time_channels=16,
+        time_repeats=2, toy_steps=100, toy_eval_batches=2, seeds=(0,), batch=8, n_context=(5, 20),
+        n_target=(5, 20), steps_rbf=30, steps_periodic=30, steps_saw=30, test_batches=2, test_batch=8,
+        test_m=32, shifts=(0.0, 6.0),
+        sf=_sf(channels=16, ffn_dim=32, n_blocks=1, groups=2, max_freq=1.9), sfv_rank=1, sfv_groups=2,
+        convcnp=dict(points_per_unit=16, channels=16, kernel_size=11, n_layers=3), cnp_hidden=32,
+        attention=dict(embed_dim=16, n_heads=2, n_layers=1), erf_points=61, erf_samples=8),
+    "book": SFConvCNPPreset(),
+    "gpu": SFConvCNPPreset(
+        time_ns_sf=(4096, 8192, 16384, 32768, 65536), time_ns_att=(512, 1024, 2048, 4096),
+        seeds=(0, 1, 2, 3, 4), batch=32, steps_rbf=10000, steps_periodic=10000, steps_saw=10000,
+        lr=5e-4, test_batches=50, test_batch=64, shifts=(0.0, 3.0, 6.0, 9.0, 12.0, 15.0),
+        sf=_sf(channels=128, ffn_dim=512, n_blocks=4, output_mixing=True), sfv_rank=4, sfv_groups=8,
+        sfv_extra=dict(channels=64, ffn_dim=256, n_blocks=4, output_mixing=False),
+        convcnp=dict(points_per_unit=32, channels=128, kernel_size=11, n_layers=8), cnp_hidden=256,
+        attention=dict(embed_dim=128, n_heads=8, n_layers=4), train_attention=True, erf_samples=256),
+}
+
+
+def preset(scale: str | None = "book") -> SFConvCNPPreset:
+    """The preset for ``scale`` (``ICML26_SCALE`` overrides)."""
+    return preset_for(PRESETS, scale)

@@ -1,0 +1,238 @@
+"""Runners the notebooks call (spec Sec. 7.4): each returns a DataFrame or a dict."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import data as D
+from . import pid as P
+from . import tokenizer as T
+from .baselines import popularity_ranks
+from .method import GRSeq2Seq, SynGRConfig, dominant_modality, mask_dominant_topr, saliency_pass
+from .presets import SynGRPreset
+from .sequences import (
+    IDTrie,
+    TokenLayout,
+    brute_force_scores,
+    build_inputs,
+    constrained_beam_search,
+    make_layout,
+)
+from .train import TrainConfig, evaluate, ndcg_at_k, recall_at_k, synergy_reliance, train_generator
+
+ATTR_LABELS = {"category": "category c", "series": "series u", "tone": "tone a_t", "motif": "motif a_v",
+               "background": "background g"}
+
+
+@dataclass
+class World:
+    cat: D.Catalogue
+    inter: D.Interactions
+    split: dict
+    ids: T.SemanticIDs
+    layout: TokenLayout
+    trie: IDTrie
+    batches: dict
+    slices: dict
+    text_codes: np.ndarray
+    image_codes: np.ndarray
+
+
+def catalogue_config(cfg: SynGRPreset) -> D.CatalogueConfig:
+    return D.CatalogueConfig(n_items=cfg.n_items, n_categories=cfg.n_categories, n_series=cfg.n_series,
+                             n_styles=cfg.n_styles, n_backgrounds=cfg.n_backgrounds)
+
+
+def build_world(cfg: SynGRPreset, id_mode: str = "rq_kmeans") -> World:
+    """SynCat, users, leave-one-out split (validation/test restricted to the first ``n_eval`` users),
+    semantic IDs, layout, trie and the token batches."""
+    if id_mode not in T.ID_MODES:
+        raise ValueError(f"id_mode must be one of {T.ID_MODES}, got {id_mode!r}")
+    cat = D.make_catalogue(catalogue_config(cfg), cfg.seed)
+    inter = D.make_interactions(cat, D.InteractionConfig(n_users=cfg.n_users, min_len=cfg.min_len,
+                                                         max_len=cfg.max_len), cfg.seed)
+    split = D.leave_one_out(inter, cfg.max_hist)
+    for k in ("val", "test"):
+        split[k] = split[k].subset(np.arange(min(cfg.n_eval, len(split[k]))))
+    if id_mode == "attribute":
+        tc, ic = T.attribute_codes(cat.attrs)
+        K = int(max(tc.max(), ic.max()) + 1)
+    else:
+        K = cfg.K
+        tc = T.rq_encode(T.fit_rq_kmeans(cat.text_feat, cfg.levels, K, cfg.seed, cfg.n_init, cfg.kmeans_iters),
+                         cat.text_feat)
+        ic = T.rq_encode(T.fit_rq_kmeans(cat.image_feat, cfg.levels, K, cfg.seed + 1, cfg.n_init, cfg.kmeans_iters),
+                         cat.image_feat)
+    ids = T.assign_semantic_ids(tc, ic)
+    layout = make_layout(ids, cfg.n_prompt, K, cfg.max_hist)
+    trie = IDTrie(layout.target_tokens(ids), layout.vocab_size)
+    batches = {k: build_inputs(v, ids, layout) for k, v in split.items()}
+    slices = D.slice_masks(cat, inter, split["test"])
+    return World(cat, inter, split, ids, layout, trie, batches, slices, tc, ic)
+
+
+# -- notebook 1 ---------------------------------------------------------------------------------
+def pid_examples(n_styles: int) -> pd.DataFrame:
+    """Exact PID (bits) of XOR, AND, COPY, UNIQUE and SynCat's (a_t, a_v) -> sigma."""
+    tables = {"XOR": P.gate_table("xor"), "AND": P.gate_table("and"), "COPY": P.gate_table("copy"),
+              "UNIQUE": P.gate_table("unique"), f"SynCat (C={n_styles})": P.syncat_style_table(n_styles)}
+    return pd.DataFrame({k: P.pid_williams_beer(v) for k, v in tables.items()}).T
+
+
+def empirical_pid(world: World) -> dict:
+    """Plug-in PID of the catalogue's (tone, motif) -> style and (category, category) -> category-like checks."""
+    a = world.cat.attrs
+    return P.pid_williams_beer(P.empirical_table(a["tone"], a["motif"], world.cat.style))
+
+
+def oracle_table(world: World, seed: int = 0) -> pd.DataFrame:
+    """Recall@10 / NDCG@10 of the oracles and of popularity, overall and per slice (test split)."""
+    sp = world.split["test"]
+    ranks = {k: D.oracle_ranks(world.cat, world.inter, sp, k, seed) for k in D.ORACLES}
+    ranks["popularity"] = popularity_ranks(world.split["train"], sp, world.cat.n_items, seed)
+    rows = {}
+    for k, r in ranks.items():
+        rows[k] = {"recall@10": recall_at_k(r, 10), "ndcg@10": ndcg_at_k(r, 10),
+                   **{f"recall@10 {s}": recall_at_k(r[m], 10) for s, m in world.slices.items()}}
+    return pd.DataFrame(rows).T
+
+
+def tokenizer_report(world: World, K: int) -> dict:
+    """Codebook usage/perplexity, collision rates, and the recoverability of every attribute from
+    the text and the image codes (majority vote per tuple, and leave-one-out)."""
+    out = {"text": T.codebook_stats(world.text_codes, K), "image": T.codebook_stats(world.image_codes, K)}
+    rec = {}
+    for mod, codes in (("text codes", world.text_codes), ("image codes", world.image_codes)):
+        rec[mod] = {ATTR_LABELS[a]: T.attribute_recoverability(codes, v) for a, v in world.cat.attrs.items()}
+        rec[mod + " (LOO)"] = {ATTR_LABELS[a]: T.attribute_recoverability_loo(codes, v)
+                               for a, v in world.cat.attrs.items()}
+    out["recoverability"] = pd.DataFrame(rec)
+    out["joint_collision_rate"] = T.codebook_stats(np.concatenate([world.text_codes, world.image_codes], 1), K)[
+        "collision_rate"]
+    out["n_suffix"] = world.ids.n_suffix
+    return out
+
+
+def collision_grid(cfg: SynGRPreset) -> pd.DataFrame:
+    """Collision rate of the text and image codes for every (levels, K) of the preset's grids."""
+    cat = D.make_catalogue(catalogue_config(cfg), cfg.seed)
+    rows = []
+    for K in cfg.K_grid:
+        for L in cfg.levels_grid:
+            for mod, X in (("text", cat.text_feat), ("image", cat.image_feat)):
+                cb = T.fit_rq_kmeans(X, L, K, cfg.seed, cfg.n_init, cfg.kmeans_iters)
+                rows.append({"K": K, "levels": L, "modality": mod,
+                             "collision_rate": T.codebook_stats(T.rq_encode(cb, X), K)["collision_rate"]})
+    return pd.DataFrame(rows)
+
+
+def make_model(cfg: SynGRPreset, layout: TokenLayout, history_mode: str = "fused", seed: int = 0) -> GRSeq2Seq:
+    torch.manual_seed(seed)
+    return GRSeq2Seq(layout, cfg.d_model, cfg.heads, cfg.enc_layers, cfg.dec_layers, cfg.d_ff, cfg.dropout,
+                     history_mode)
+
+
+def beam_check(cfg: SynGRPreset, beam: int | None = None) -> dict:
+    """Constrained beam search vs brute-force scoring on a ``toy_items``-item catalogue (random
+    untrained generator): same items, same order, same log-probabilities."""
+    rng = np.random.default_rng(cfg.seed)
+    n, L = cfg.toy_items, 2
+    tc, ic = rng.integers(0, 3, (n, L)), rng.integers(0, 3, (n, L))
+    ids = T.assign_semantic_ids(tc, ic)
+    lay = make_layout(ids, 2, 3, 3)
+    trie = IDTrie(lay.target_tokens(ids), lay.vocab_size)
+    hist = rng.integers(-1, n, (4, 3))
+    hist[:, -1] = rng.integers(0, n, 4)
+    sp = D.Split(np.sort(hist, 1), rng.integers(0, n, 4), np.arange(4), np.full(4, 3))
+    batch = build_inputs(sp, ids, lay)
+    model = make_model(cfg, lay, seed=cfg.seed).eval()
+    items, scores = constrained_beam_search(model, batch, trie, beam or n)
+    brute = brute_force_scores(model, batch, trie)
+    order = brute.argsort(1, descending=True)
+    return {"beam_items": items, "beam_scores": scores, "brute_scores": brute, "brute_order": order,
+            "same_order": bool((items[:, :n] == order).all()),
+            "max_abs_diff": float((scores[:, :n] - brute.gather(1, order)).abs().max()),
+            "all_valid": bool(((items >= 0) & (items < n)).all()), "ids": ids, "trie": trie}
+
+
+# -- notebook 2 ---------------------------------------------------------------------------------
+METHOD_SPECS = {
+    "GR-text": ("text", "nll", None),
+    "GR-image": ("image", "nll", None),
+    "GR-fused": ("fused", "nll", None),
+    "SynGR": ("fused", "syngr", {}),
+    "SynGR (alpha=0)": ("fused", "syngr", {"alpha": 0.0}),
+    "SynGR (random mask)": ("fused", "syngr", {"masking": "random"}),
+    "SynGR (mask non-dominant)": ("fused", "syngr", {"masking": "non_dominant"}),
+    "SynGR (no H_uni NLL)": ("fused", "syngr", {"use_uni_nll": False}),
+}
+ABLATIONS = {"alpha0": "SynGR (alpha=0)", "random": "SynGR (random mask)",
+             "non_dominant": "SynGR (mask non-dominant)", "no_uni_nll": "SynGR (no H_uni NLL)"}
+
+
+def train_config(cfg: SynGRPreset, seed: int, epochs: int | None = None, device: str = "cpu") -> TrainConfig:
+    return TrainConfig(epochs=epochs or cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr, eval_every=cfg.eval_every,
+                       beam=cfg.beam, max_steps=cfg.max_steps, seed=seed, device=device)
+
+
+def run_method(world: World, cfg: SynGRPreset, name: str, seed: int = 0, device: str = "cpu",
+               epochs: int | None = None) -> dict:
+    """Train one method, then evaluate it on the test split (overall, per slice, pair-shuffle)."""
+    if name not in METHOD_SPECS:
+        raise ValueError(f"name must be one of {sorted(METHOD_SPECS)}, got {name!r}")
+    mode, method, over = METHOD_SPECS[name]
+    syn = SynGRConfig(alpha=cfg.alpha, mask_ratio=cfg.mask_ratio, tau=cfg.tau, **(over or {})) if over is not None \
+        else None
+    model = make_model(cfg, world.layout, mode, seed)
+    log = train_generator(model, world.batches["train"], world.batches["val"], world.trie,
+                          train_config(cfg, seed, epochs, device), method, syn, desc=name)
+    test = world.batches["test"]
+    ev = evaluate(model, test, world.trie, cfg.beam)
+    rel = synergy_reliance(model, test, world.trie, cfg.beam, 10, seed)
+    row = {"method": name, "seed": seed, "recall@5": ev["recall@5"], "recall@10": ev["recall@10"],
+           "ndcg@5": ev["ndcg@5"], "ndcg@10": ev["ndcg@10"],
+           **{f"recall@10 {s}": recall_at_k(ev["ranks"][m], 10) for s, m in world.slices.items()},
+           "delta_syn": rel["delta_syn"], "P_pairshuffle": rel["pairshuffle"], "P_text_only": rel["text_only"],
+           "P_image_only": rel["image_only"], "best_epoch": log.best_epoch, "epochs": epochs or cfg.epochs,
+           "rows_forward": log.rows_forward, "seconds": log.seconds}
+    return {"row": row, "model": model, "log": log}
+
+
+def compare_methods(world: World, cfg: SynGRPreset, device: str = "cpu",
+                    methods=("GR-text", "GR-image", "GR-fused", "SynGR")) -> dict:
+    """Every method (and the preset's ablations, and GR-fused at SynGR's compute when
+    ``matched_compute``) for every seed of the preset; one row per (method, seed)."""
+    names = list(methods) + [ABLATIONS[a] for a in cfg.ablations]
+    rows, models, logs = [], {}, {}
+    for seed in cfg.seeds:
+        for name in names:
+            res = run_method(world, cfg, name, seed, device)
+            rows.append(res["row"])
+            models[(name, seed)], logs[(name, seed)] = res["model"], res["log"]
+        if cfg.matched_compute:
+            res = run_method(world, cfg, "GR-fused", seed, device, epochs=3 * cfg.epochs)
+            res["row"]["method"] = "GR-fused (3x epochs)"
+            rows.append(res["row"])
+    return {"table": pd.DataFrame(rows), "models": models, "logs": logs}
+
+
+def saliency_example(model: GRSeq2Seq, batch: dict, row: int, r: float) -> dict:
+    """Saliency of one history, its dominant modality and the positions SynGR's H_mask hides."""
+    ids, valid = batch["input_ids"][row:row + 1], batch["valid"][row:row + 1]
+    model.eval()
+    sal, v = saliency_pass(model, ids, valid)
+    dom = dominant_modality(sal, model.pos_mod, v)
+    _, mvalid = mask_dominant_topr(ids, sal, model.pos_mod, v, dom, r, model.layout.PAD)
+    return {"saliency": sal[0].numpy(), "valid": v[0].numpy(), "masked": (v & ~mvalid)[0].numpy(),
+            "dominant": "text" if int(dom) == 0 else "image", "pos_modality": model.pos_mod.numpy()}
+
+
+def timed(fn, *args, **kw):
+    t0 = time.perf_counter()
+    out = fn(*args, **kw)
+    return out, time.perf_counter() - t0

@@ -1,0 +1,82 @@
+"""Scale presets for the SynGR chapter (spec Sec. 7). Notebooks never hard-code sizes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from icml26.core import preset_for
+
+
+@dataclass(frozen=True)
+class SynGRPreset:
+    seed: int = 0
+    # SynCat (Sec. 7.1)
+    n_items: int = 400
+    n_categories: int = 4
+    n_series: int = 16
+    n_styles: int = 8
+    n_backgrounds: int = 4
+    n_users: int = 800
+    min_len: int = 6
+    max_len: int = 10
+    # semantic identifiers (Sec. 7.2)
+    levels: int = 3
+    K: int = 16
+    n_init: int = 4
+    kmeans_iters: int = 30
+    levels_grid: tuple = (1, 2, 3, 4)
+    K_grid: tuple = (8, 16, 32)
+    # generator (Sec. 7.3)
+    n_prompt: int = 4
+    max_hist: int = 5
+    d_model: int = 32
+    heads: int = 4
+    enc_layers: int = 1
+    dec_layers: int = 1
+    d_ff: int = 64
+    dropout: float = 0.1
+    # training and evaluation
+    epochs: int = 14
+    batch_size: int = 64
+    lr: float = 3e-3
+    eval_every: int = 7
+    beam: int = 20
+    max_steps: int = 1_000_000      # cap on steps per epoch (in effect none; the dry run cuts it)
+    n_eval: int = 500               # users whose validation / test targets are evaluated
+    seeds: tuple = (0,)             # generator seeds of the method comparison
+    matched_compute: bool = False   # add GR-fused trained for 3x the epochs (SynGR's cost per epoch)
+    ablations: tuple = ()           # SynGR variants: "alpha0", "random", "non_dominant", "no_uni_nll"
+    # SynGR (Sec. 3.6)
+    alpha: float = 0.1
+    mask_ratio: float = 0.3
+    tau: float = 0.07
+    toy_items: int = 5              # catalogue of the beam-search vs brute-force check
+
+    def dry_run(self) -> SynGRPreset:
+        """Loop counts cut (epochs, steps per epoch, sampled and evaluated users, seeds, grids, ablations);
+        sizes kept (catalogue, vocabulary, layout, model, batch, beam)."""
+        return replace(self, epochs=1, eval_every=1, max_steps=1, n_users=min(self.n_users, 2000),
+                       n_eval=min(self.n_eval, 32), seeds=self.seeds[:1],
+                       levels_grid=self.levels_grid[:2], K_grid=self.K_grid[:1], ablations=(),
+                       n_init=1, kmeans_iters=min(self.kmeans_iters, 5), matched_compute=False)
+
+
+PRESETS = {
+    "smoke": SynGRPreset(n_items=200, n_users=200, epochs=1, eval_every=1, n_eval=64, beam=10, max_steps=4,
+                         levels_grid=(1, 3), K_grid=(16,), n_init=2, kmeans_iters=10),
+    "book": SynGRPreset(),
+    "gpu": SynGRPreset(n_items=2000, n_series=32, n_styles=12, n_users=20000, max_hist=10, d_model=128, heads=8,
+                       enc_layers=4, dec_layers=4, d_ff=512, epochs=60, batch_size=256, lr=1e-3, eval_every=5,
+                       n_eval=5000, seeds=(0, 1, 2), matched_compute=True, K=32,
+                       ablations=("alpha0", "random", "non_dominant", "no_uni_nll")),
+}
+
+
+def preset(scale: str | None = "book") -> SynGRPreset:
+    """The preset for ``scale`` (``ICML26_SCALE`` overrides)."""
+    return preset_for(PRESETS, scale)
+
+
+def replace_for_check(cfg: SynGRPreset) -> SynGRPreset:
+    """Fewer users (data generation only) for :func:`icml26.syngr.gpu_check`; model sizes kept."""
+    return replace(cfg, n_users=2000, n_eval=256)

@@ -1,0 +1,208 @@
+"""Training loop, metrics and the pair-shuffle diagnostic (spec Sec. 3.5, 4d, 7.3)."""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .method import GRSeq2Seq, SynGRConfig, modality_scores, nll_loss, saliency_pass, syngr_loss
+from .sequences import IMAGE, TEXT, IDTrie, TokenLayout, constrained_beam_search
+
+METHODS = ("nll", "syngr")
+
+
+def _pos_int(v, name):
+    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    return int(v)
+
+
+def recall_at_k(ranks, k: int) -> float:
+    """Recall@K (= HR@K under leave-one-out): share of targets at rank 1..K (rank 0 = not retrieved)."""
+    k = _pos_int(k, "k")
+    r = np.asarray(ranks)
+    if r.ndim != 1 or r.size == 0:
+        raise ValueError(f"ranks must be a non-empty 1-D array, got shape {r.shape}")
+    return float(((r >= 1) & (r <= k)).mean())
+
+
+def ndcg_at_k(ranks, k: int) -> float:
+    """NDCG@K with one relevant item: mean of 1/log2(rank + 1) over targets ranked within K."""
+    k = _pos_int(k, "k")
+    if isinstance(ranks, (str, bytes)) or ranks is None:
+        raise TypeError(f"ranks must be an array of ranks, got {type(ranks).__name__}")
+    r = np.asarray(ranks, dtype=float)
+    if r.ndim != 1 or r.size == 0:
+        raise ValueError(f"ranks must be a non-empty 1-D array, got shape {r.shape}")
+    hit = (r >= 1) & (r <= k)
+    return float(np.where(hit, 1.0 / np.log2(np.maximum(r, 1) + 1), 0.0).mean())
+
+
+def ranks_from_beams(items: torch.Tensor, target: torch.Tensor) -> np.ndarray:
+    """1-based rank of the target in each row of beam items [B, beam], 0 if absent."""
+    hit = items == target[:, None]
+    pos = hit.float().argmax(1) + 1
+    return torch.where(hit.any(1), pos, 0).numpy()
+
+
+def pair_shuffle(input_ids, valid, layout: TokenLayout, generator: torch.Generator | None = None):
+    """Permute the image blocks across each row's valid history items (Sec. 4d): every item keeps
+    its text tokens and receives another history item's image tokens. The per-row multisets of text
+    and of image tokens are unchanged; only the pairing is destroyed. Needs left-padded whole items."""
+    B, P, H, D = len(input_ids), layout.n_prompt, layout.max_hist, layout.levels
+    blocks = input_ids[:, P:].reshape(B, H, 2, D)
+    vblk = valid[:, P:].reshape(B, H, 2, D)
+    item_ok = vblk[:, :, 0, 0] | vblk[:, :, 1, 0]                              # [B, H]
+    slot = torch.arange(H, dtype=torch.float32).expand(B, H)
+    key = torch.where(item_ok, torch.rand(B, H, generator=generator), slot - H)  # PAD slots stay first, in order
+    perm = key.argsort(1).to(input_ids.device)
+    img = blocks[:, :, 1].gather(1, perm[..., None].expand(-1, -1, D))
+    img_v = vblk[:, :, 1].gather(1, perm[..., None].expand(-1, -1, D))
+    out = torch.stack([blocks[:, :, 0], img], 2).reshape(B, -1)
+    vout = torch.stack([vblk[:, :, 0], img_v], 2).reshape(B, -1)
+    return torch.cat([input_ids[:, :P], out], 1), torch.cat([valid[:, :P], vout], 1)
+
+
+def evaluate(model, batch: dict, trie: IDTrie, beam: int = 20, ks=(5, 10), mask=None) -> dict:
+    """Recall@K and NDCG@K from constrained beam search; ``mask`` restricts to a slice."""
+    if beam < max(ks):
+        raise ValueError(f"beam={beam} must be >= max(K)={max(ks)}")
+    items, _ = constrained_beam_search(model, batch, trie, beam)
+    ranks = ranks_from_beams(items, batch["target"])
+    if mask is not None:
+        ranks = ranks[np.asarray(mask)]
+    out = {f"recall@{k}": recall_at_k(ranks, k) for k in ks}
+    out.update({f"ndcg@{k}": ndcg_at_k(ranks, k) for k in ks})
+    out["ranks"] = ranks
+    return out
+
+
+@torch.no_grad()
+def text_attention_share(model: GRSeq2Seq, batch: dict, chunk: int = 1024) -> float:
+    """Mean share of the last-layer saliency that falls on text tokens (of text + image)."""
+    model.eval()
+    dev = next(model.parameters()).device
+    shares = []
+    for s in range(0, len(batch["input_ids"]), chunk):
+        ids, valid = batch["input_ids"][s:s + chunk].to(dev), batch["valid"][s:s + chunk].to(dev)
+        sal, v = saliency_pass(model, ids, valid)
+        t = (sal * (v & (model.pos_mod == TEXT))).sum(1)
+        i = (sal * (v & (model.pos_mod == IMAGE))).sum(1)
+        shares.append((t / (t + i).clamp_min(1e-12)).cpu())
+    model.train()
+    return float(torch.cat(shares).mean())
+
+
+def dominant_share(model: GRSeq2Seq, batch: dict) -> float:
+    """Share of rows whose dominant modality (larger mean saliency) is text."""
+    model.eval()
+    dev = next(model.parameters()).device
+    sal, v = saliency_pass(model, batch["input_ids"].to(dev), batch["valid"].to(dev))
+    sc = modality_scores(sal, model.pos_mod, v)
+    model.train()
+    return float((sc[:, 0] >= sc[:, 1]).float().mean())
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 15
+    batch_size: int = 256
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    eval_every: int = 5
+    beam: int = 20
+    max_steps: int = 0             # cap on steps per epoch (0 = none; dry runs)
+    seed: int = 0
+    device: str = "cpu"
+
+    def __post_init__(self):
+        for f in ("epochs", "batch_size", "eval_every", "beam"):
+            _pos_int(getattr(self, f), f)
+        if not isinstance(self.max_steps, int) or self.max_steps < 0:
+            raise ValueError(f"max_steps must be an integer >= 0, got {self.max_steps!r}")
+        if not (isinstance(self.lr, (int, float)) and self.lr > 0 and np.isfinite(self.lr)):
+            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
+
+
+@dataclass
+class TrainLog:
+    epochs: list = field(default_factory=list)
+    val_recall: list = field(default_factory=list)
+    text_share: list = field(default_factory=list)
+    best_epoch: int = 0
+    seconds: float = 0.0
+    rows_forward: int = 0          # decoder rows with gradient (B per step for NLL, 3B for SynGR)
+
+
+def train_generator(model: GRSeq2Seq, train: dict, val: dict, trie: IDTrie, cfg: TrainConfig,
+                    method: str = "nll", syngr: SynGRConfig | None = None, desc: str = "") -> TrainLog:
+    """AdamW + cosine schedule; evaluate validation Recall@10 every ``eval_every`` epochs (and at the
+    end) and keep the best weights. ``method="syngr"`` uses :func:`syngr_loss`."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if method == "syngr" and syngr is None:
+        syngr = SynGRConfig()
+    dev = torch.device(cfg.device)
+    model.to(dev).train()
+    trie.to(dev)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    M = len(train["input_ids"])
+    steps_per = (M + cfg.batch_size - 1) // cfg.batch_size
+    if cfg.max_steps:
+        steps_per = min(steps_per, cfg.max_steps)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.epochs * steps_per)
+    log, best, best_state = TrainLog(), -1.0, None
+    t0 = time.perf_counter()
+    for ep in tqdm(range(1, cfg.epochs + 1), desc=desc or method, leave=False):
+        perm = torch.randperm(M, generator=gen)
+        stop = M if not cfg.max_steps else min(M, cfg.max_steps * cfg.batch_size)
+        for s in range(0, stop, cfg.batch_size):
+            idx = perm[s:s + cfg.batch_size]
+            b = {k: train[k][idx].to(dev) for k in ("input_ids", "valid", "labels")}
+            if method == "syngr":
+                loss, _ = syngr_loss(model, b, syngr, gen)
+                log.rows_forward += 3 * len(idx)
+            else:
+                loss, _ = nll_loss(model, b)
+                log.rows_forward += len(idx)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+        if ep % cfg.eval_every == 0 or ep == cfg.epochs:
+            r = evaluate(model, val, trie, cfg.beam)["recall@10"]
+            log.epochs.append(ep)
+            log.val_recall.append(r)
+            log.text_share.append(text_attention_share(model, val) if model.history_mode == "fused" else float("nan"))
+            if r > best:
+                best, log.best_epoch = r, ep
+                best_state = copy.deepcopy(model.state_dict())
+    model.load_state_dict(best_state)
+    model.eval()
+    log.seconds = time.perf_counter() - t0
+    return log
+
+
+def synergy_reliance(model: GRSeq2Seq, batch: dict, trie: IDTrie, beam: int = 20, k: int = 10, seed: int = 0,
+                     mask=None) -> dict:
+    """Sec. 4d (the book's diagnostic): Recall@k on full, pair-shuffled, text-only and image-only
+    histories; delta_syn = P_full - P_pairshuffle."""
+    from .sequences import apply_history_mode
+
+    gen = torch.Generator().manual_seed(seed)
+    ids, valid = batch["input_ids"], batch["valid"]
+    pm = model.pos_mod.cpu()
+    views = {"full": (ids, valid), "pairshuffle": pair_shuffle(ids, valid, model.layout, gen),
+             "text_only": apply_history_mode(ids, valid, pm, "text"),
+             "image_only": apply_history_mode(ids, valid, pm, "image")}
+    out = {}
+    for name, (i, v) in views.items():
+        out[name] = evaluate(model, dict(batch, input_ids=i, valid=v), trie, beam, ks=(k,), mask=mask)[f"recall@{k}"]
+    out["delta_syn"] = out["full"] - out["pairshuffle"]
+    return out

@@ -1,0 +1,430 @@
+"""Training, evaluation and the notebooks' runners."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from . import baselines as bl
+from .data import knn_neighbors, make_windows, simulate_traffic
+from .method import (
+    DirectedTemporalOperator,
+    SpatialOperator,
+    UnrolledGSPForecaster,
+    admm_solve,
+    closed_form,
+    count_parameters,
+    decaying_temporal_weights,
+    dense_matrix,
+    distance_spatial_weights,
+    objective,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# training and evaluation
+# ---------------------------------------------------------------------------------------------
+def _to(split: dict, idx, device):
+    return {k: v[idx].to(device) for k, v in split.items()}
+
+
+def _masked_huber(pred, truth, mask, delta=1.0):
+    err = (pred - truth).abs()
+    h = torch.where(err <= delta, 0.5 * err**2, delta * (err - 0.5 * delta))
+    return (h * mask).sum() / mask.sum().clamp_min(1)
+
+
+def predict_module(model: nn.Module, split: dict, windows: dict, batch_size: int = 64, device="cpu",
+                   full: bool = False) -> torch.Tensor:
+    """Forecasts ``(S, t_out, N)`` (or the whole window with ``full``) in data units."""
+    t_in = windows["t_in"]
+    outs = []
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, split["x"].shape[0], batch_size):
+            b = _to(split, slice(i, i + batch_size), device)
+            out = model(b["x"][:, :t_in], b["tod"], b["dow"], b["mask"][:, :t_in])
+            if not full and out.shape[1] == windows["t_in"] + windows["t_out"]:
+                out = out[:, t_in:]
+            outs.append(out.cpu())
+    return torch.cat(outs) * windows["std"] + windows["mean"]
+
+
+def evaluate(model_or_fn, windows: dict, split: str = "test", device="cpu", max_windows: int | None = None) -> dict:
+    """Masked MAE / RMSE / MAPE over the forecast steps, MAE per horizon step, on incident windows
+    (an incident starts inside the horizon) and on the others; for full-window models also the
+    reconstruction RMSE of the observed steps."""
+    if split not in ("train", "val", "test"):
+        raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
+    s = windows[split]
+    if max_windows is not None:
+        s = {k: v[:max_windows] for k, v in s.items()}
+    t_in = windows["t_in"]
+    truth, mask = s["raw"][:, t_in:], s["mask"][:, t_in:]
+    out = {}
+    if isinstance(model_or_fn, nn.Module):
+        full = predict_module(model_or_fn, s, windows, device=device, full=True)
+        if full.shape[1] == truth.shape[1] + t_in:
+            rec, rm = full[:, :t_in], s["mask"][:, :t_in]
+            out["recon_rmse"] = float(((rec - s["raw"][:, :t_in]) ** 2)[rm].mean().sqrt())
+            full = full[:, t_in:]
+        pred = full
+    else:
+        pred = model_or_fn(s)
+    err = (pred - truth).abs()
+    mf = mask.float()
+    out["mae"] = float((err * mf).sum() / mf.sum())
+    out["rmse"] = float(((err**2 * mf).sum() / mf.sum()).sqrt())
+    out["mape"] = bl.mape(pred, truth, mask)
+    out["mae_h"] = ((err * mf).sum(dim=(0, 2)) / mf.sum(dim=(0, 2))).numpy()
+    out["err_w"] = (err * mf).sum(dim=(1, 2)).numpy()          # per-window error sums (for bootstraps)
+    out["cnt_w"] = mf.sum(dim=(1, 2)).numpy()
+    inc = s["incident"]
+    for name, sel in (("mae_incident", inc), ("mae_normal", ~inc)):
+        out[name] = float((err[sel] * mf[sel]).sum() / mf[sel].sum()) if bool(sel.any()) else math.nan
+    return out
+
+
+def train_forecaster(model: nn.Module, windows: dict, epochs: int = 8, lr: float = 5e-3, batch_size: int = 32,
+                     loss: str = "huber", full_window_loss: bool = True, grad_clip: float | None = 5.0,
+                     seed: int = 0, device="cpu", clamp: bool = True, max_batches: int | None = None,
+                     val_windows: int | None = None, progress: bool = True) -> dict:
+    """Adam + masked Huber (delta 1, data units). After every step the unrolled model's CG steps are
+    clamped to [0, 1.2] and mu, rho to >= 1e-3 (``clamp``). Returns per-epoch train loss and val MAE
+    (epoch 0 = before training)."""
+    if loss not in ("huber", "mae", "mse"):
+        raise ValueError(f"loss must be 'huber', 'mae' or 'mse', got {loss!r}")
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
+        raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
+    model.to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    gen = torch.Generator().manual_seed(seed)
+    tr = windows["train"]
+    t_in, T = windows["t_in"], windows["t_in"] + windows["t_out"]
+    mean, std = windows["mean"], windows["std"]
+    hist = {"epoch": [0], "train_loss": [math.nan],
+            "val_mae": [evaluate(model, windows, "val", device, val_windows)["mae"]]}
+    n = tr["x"].shape[0]
+    for ep in tqdm(range(1, epochs + 1), desc="epochs", leave=False, disable=not progress):
+        model.train()
+        perm = torch.randperm(n, generator=gen)
+        losses = []
+        for bi, i in enumerate(range(0, n, batch_size)):
+            if max_batches is not None and bi >= max_batches:
+                break
+            b = _to(tr, perm[i:i + batch_size], device)
+            out = model(b["x"][:, :t_in], b["tod"], b["dow"], b["mask"][:, :t_in]) * std + mean
+            if out.shape[1] == T and full_window_loss:
+                truth, mask = b["raw"], b["mask"].float()
+            else:
+                out = out[:, -windows["t_out"]:]
+                truth, mask = b["raw"][:, t_in:], b["mask"][:, t_in:].float()
+            if loss == "huber":
+                lv = _masked_huber(out, truth, mask)
+            elif loss == "mae":
+                lv = ((out - truth).abs() * mask).sum() / mask.sum()
+            else:
+                lv = ((out - truth) ** 2 * mask).sum() / mask.sum()
+            opt.zero_grad()
+            lv.backward()
+            if grad_clip is not None:
+                nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            opt.step()
+            if clamp and hasattr(model, "clamp_"):
+                model.clamp_()
+            losses.append(float(lv.detach()))
+        hist["epoch"].append(ep)
+        hist["train_loss"].append(float(np.mean(losses)) if losses else math.nan)
+        hist["val_mae"].append(evaluate(model, windows, "val", device, val_windows)["mae"])
+    return hist
+
+
+# ---------------------------------------------------------------------------------------------
+# notebook 1: the optimisation model and the classical ADMM
+# ---------------------------------------------------------------------------------------------
+def toy_instance(cfg, dtype=torch.float64):
+    """A ``cfg.admm_nodes``-node road network, one ``T``-step window of simulated speed (z-scored),
+    distance-based spatial weights and decaying directed weights (fixed graphs)."""
+    data = simulate_traffic(cfg.admm_nodes, days=2, seed=cfg.seed)
+    nbr = knn_neighbors(data.dist, min(cfg.k, cfg.admm_nodes - 1), symmetric=True)
+    T = cfg.t_in + cfg.t_out
+    start = 288 + 7 * 12 + 6                                        # a morning peak on day 2
+    v = torch.as_tensor(data.values[start:start + T], dtype=dtype)
+    m = torch.as_tensor(data.mask[start:start + T])
+    mu, sd = v[m].mean(), v[m].std()
+    x = torch.where(m, (v - mu) / sd, torch.zeros_like(v))[None]
+    Lu = SpatialOperator(nbr, distance_spatial_weights(data.dist, nbr, dtype))
+    Ld = DirectedTemporalOperator(decaying_temporal_weights(T, cfg.admm_nodes, cfg.interval, dtype=dtype))
+    return {"data": data, "nbr": nbr, "x": x, "mask": m[None], "Lu": Lu, "Ld": Ld, "T": T}
+
+
+def cvxpy_solution(inst: dict, t_in: int, mu_u: float, mu_d1: float, mu_d2: float):
+    """The minimiser of (P) from cvxpy (dense operators; one window). Returns ``(x, objective)``."""
+    import cvxpy as cp
+
+    T, N = inst["T"], inst["x"].shape[2]
+    Lu = dense_matrix(inst["Lu"].apply, T, N).numpy()
+    Ld = dense_matrix(inst["Ld"].apply, T, N).numpy()
+    obs = np.zeros((T, N))
+    obs[:t_in] = inst["mask"][0, :t_in].numpy()
+    y = (inst["x"][0].numpy() * obs).reshape(-1)
+    evals, evecs = np.linalg.eigh(0.5 * (Lu + Lu.T))
+    R = (evecs * np.sqrt(np.clip(evals, 0, None))).T                 # Lu = R'R
+    x = cp.Variable(T * N)
+    o = obs.reshape(-1)
+    obj = (cp.sum_squares(cp.multiply(o, y - x)) + mu_u * cp.sum_squares(R @ x)
+           + mu_d2 * cp.sum_squares(Ld @ x) + mu_d1 * cp.norm1(Ld @ x))
+    prob = cp.Problem(cp.Minimize(obj))
+    prob.solve(solver=cp.CLARABEL if "CLARABEL" in cp.installed_solvers() else None)
+    return torch.as_tensor(x.value).reshape(1, T, N), float(prob.value)
+
+
+def admm_study(cfg) -> dict:
+    """Classical ADMM (fixed graphs, exact CG) vs the closed form (mu_d1 = 0) and cvxpy (mu_d1 > 0)."""
+    inst = toy_instance(cfg)
+    y = inst["x"][:, :cfg.t_in]
+    ymask = inst["mask"][:, :cfg.t_in]
+    out = {"instance": inst}
+    for name, mu_d1 in (("l2", 0.0), ("l1", cfg.admm_mu_d1)):
+        x, hist = admm_solve(y, cfg.t_in, inst["Lu"], inst["Ld"], cfg.admm_mu_u, mu_d1, cfg.admm_mu_d2,
+                             rho=cfg.admm_rho, rho_u=cfg.admm_rho, rho_d=cfg.admm_rho, iters=cfg.admm_iters,
+                             obs_mask=ymask, return_history=True)
+        out[name] = {"x": x, "hist": hist}
+    xc = closed_form(y, cfg.t_in, inst["Lu"], inst["Ld"], cfg.admm_mu_u, cfg.admm_mu_d2, obs_mask=ymask)
+    out["closed_form"] = xc
+    out["closed_form_err"] = float((out["l2"]["x"] - xc).abs().max())
+    xq, fq = cvxpy_solution(inst, cfg.t_in, cfg.admm_mu_u, cfg.admm_mu_d1, cfg.admm_mu_d2)
+    ypad = torch.zeros(1, inst["T"], y.shape[2], 1, dtype=y.dtype)
+    ypad[:, :cfg.t_in, :, 0] = y * ymask
+    obs = torch.zeros_like(ypad)
+    obs[:, :cfg.t_in, :, 0] = ymask.to(y.dtype)
+    f_admm = float(objective(out["l1"]["x"][..., None], ypad, obs, inst["Lu"], inst["Ld"], cfg.admm_mu_u,
+                             cfg.admm_mu_d1, cfg.admm_mu_d2).sum())
+    out.update(cvxpy_x=xq, cvxpy_obj=fq, admm_obj=f_admm, cvxpy_rel_gap=abs(f_admm - fq) / abs(fq),
+               cvxpy_x_err=float((out["l1"]["x"] - xq).abs().max()))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# notebook 2: the traffic benchmark
+# ---------------------------------------------------------------------------------------------
+def make_benchmark(cfg) -> dict:
+    """The SynthRoad data set, windows and neighbour lists of the preset."""
+    data = simulate_traffic(cfg.n_nodes, cfg.days, seed=cfg.seed, incident_rate=cfg.incident_rate)
+    windows = make_windows(data, cfg.t_in, cfg.t_out, cfg.stride)
+    nbr = knn_neighbors(data.dist, cfg.k, symmetric=True)
+    return {"data": data, "windows": windows, "nbr": nbr, "knn": nbr[:, :cfg.k]}
+
+
+def build_model(cfg, bench: dict, seed: int = 0, **overrides) -> UnrolledGSPForecaster:
+    torch.manual_seed(seed)
+    kw = dict(t_in=cfg.t_in, t_out=cfg.t_out, n_blocks=cfg.n_blocks, n_iter=cfg.n_iter, cg_iters=cfg.cg_iters,
+              n_heads=cfg.n_heads, channels=cfg.channels, interval=cfg.interval, k=cfg.k)
+    kw.update(overrides)
+    model = UnrolledGSPForecaster(bench["windows"]["n_nodes"], bench["nbr"], **kw)
+    if model.extrap.kind == "ridge_init":
+        model.init_extrapolator_from_ridge(bench["windows"], alpha=cfg.ridge_alpha)
+    return model
+
+
+def run_baselines(cfg, bench: dict, device="cpu") -> dict:
+    """Persistence, historical average, ridge (closed form) and the small transformer (trained for the
+    same epochs as the unrolled model)."""
+    w = bench["windows"]
+    fns = {"persistence": bl.persistence(w), "historical average": bl.historical_average_fn(bench["data"], w),
+           "ridge": bl.ridge_forecaster(w, bench["knn"], cfg.ridge_alpha)}
+    res = {name: {"eval": evaluate(fn, w), "params": getattr(fn, "n_params", 0)} for name, fn in fns.items()}
+    res["historical average"]["params"] = 288 * cfg.n_nodes
+    torch.manual_seed(cfg.seed)
+    tf = bl.STTransformer(cfg.n_nodes, cfg.t_in, cfg.t_out)
+    hist = train_forecaster(tf, w, cfg.epochs, lr=cfg.lr_transformer, batch_size=cfg.batch_size, seed=cfg.seed,
+                            device=device, max_batches=cfg.max_batches, val_windows=cfg.max_eval)
+    res["transformer"] = {"eval": evaluate(tf, w, device=device, max_windows=cfg.max_eval),
+                          "params": count_parameters(tf), "hist": hist}
+    return res
+
+
+def run_unrolled(cfg, bench: dict, device="cpu", seed: int | None = None, epochs: int | None = None,
+                 **overrides) -> dict:
+    """Train one unrolled model; returns its history, test metrics (before and after) and the model."""
+    seed = cfg.seed if seed is None else seed
+    model = build_model(cfg, bench, seed=seed, **overrides).to(device)
+    w = bench["windows"]
+    before = evaluate(model, w, device=device, max_windows=cfg.max_eval)
+    hist = train_forecaster(model, w, cfg.epochs if epochs is None else epochs, lr=cfg.lr,
+                            batch_size=cfg.batch_size, grad_clip=cfg.grad_clip, seed=seed, device=device,
+                            max_batches=cfg.max_batches, val_windows=cfg.max_eval)
+    after = evaluate(model, w, device=device, max_windows=cfg.max_eval)
+    return {"model": model, "hist": hist, "before": before, "eval": after, "params": count_parameters(model)}
+
+
+def results_table(results: dict) -> pd.DataFrame:
+    rows = [{"model": k, "params": v["params"], "MAE": v["eval"]["mae"], "RMSE": v["eval"]["rmse"],
+             "MAPE %": v["eval"]["mape"], "MAE incident": v["eval"]["mae_incident"],
+             "MAE normal": v["eval"]["mae_normal"]} for k, v in results.items()]
+    return pd.DataFrame(rows).set_index("model")
+
+
+def paired_bootstrap(a: dict, b: dict, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """MAE(a) - MAE(b) on the same test windows, with a 95% paired bootstrap interval over windows."""
+    rng = np.random.default_rng(seed)
+    S = len(a["err_w"])
+    idx = rng.integers(0, S, size=(n_boot, S))
+    cnt = b["cnt_w"][idx].sum(1)
+    diff = (a["err_w"][idx].sum(1) - b["err_w"][idx].sum(1)) / cnt
+    point = (a["err_w"].sum() - b["err_w"].sum()) / b["cnt_w"].sum()
+    lo, hi = np.quantile(diff, [0.025, 0.975])
+    return float(point), float(lo), float(hi)
+
+
+def run_ablations(cfg, bench: dict, device="cpu") -> pd.DataFrame:
+    """One-change ablations of the full model, each trained from the same seed with the same budget
+    (``cfg.ablation_epochs``); each row has the paired-bootstrap difference to the full model."""
+    rows = []
+    variants = {"full": {}, "w/o DGTV": {"ablation": "no_dgtv"}, "w/o DGLR": {"ablation": "no_dglr"},
+                "UT": {"ablation": "ut"}, "fixed graphs": {"learn_graphs": False}}
+    variants = {k: v for k, v in variants.items() if k in cfg.ablations}
+    for seed in tqdm(range(cfg.seed, cfg.seed + cfg.ablation_seeds), desc="seeds", leave=False):
+        for name, ov in tqdm(variants.items(), desc="variants", leave=False):
+            r = run_unrolled(cfg, bench, device, seed=seed, epochs=cfg.ablation_epochs, **ov)
+            rows.append({"variant": name, "seed": seed, "params": r["params"], "MAE": r["eval"]["mae"],
+                         "MAE incident": r["eval"]["mae_incident"], "MAE normal": r["eval"]["mae_normal"],
+                         "_eval": r["eval"]})
+    df = pd.DataFrame(rows)
+    full = {s_: e for s_, v, e in zip(df.seed, df.variant, df._eval) if v == "full"}
+    boot = [paired_bootstrap(e, full[s_], seed=s_) for s_, e in zip(df.seed, df._eval)]
+    df["dMAE vs full"] = [b[0] for b in boot]
+    df["95% low"] = [b[1] for b in boot]
+    df["95% high"] = [b[2] for b in boot]
+    return df.drop(columns="_eval")
+
+
+def make_ablation_benchmark(cfg) -> dict:
+    """The smaller SynthRoad instance of the ablation study (``cfg.ablation_nodes``, ``cfg.ablation_days``)."""
+    from dataclasses import replace
+    return make_benchmark(replace(cfg, n_nodes=cfg.ablation_nodes, days=cfg.ablation_days))
+
+
+# ---------------------------------------------------------------------------------------------
+# notebook 1: priors on toy signals, the low-pass view, unrolled CG
+# ---------------------------------------------------------------------------------------------
+def prior_study(cfg, seed: int = 0) -> pd.DataFrame:
+    """l2 vs l1 smoothness on both graphs. Directed: a ramp, a step (incident) and white noise along
+    time at one node; undirected: a smooth field, a two-region jump and white noise over the road
+    network. Every signal is scaled to unit l2 penalty (DGLR or GLR = 1) and its l1 penalty compared."""
+    from .method import dglr, dgtv, glr, gtv
+
+    g = torch.Generator().manual_seed(seed)
+    T = 48
+    Ld = DirectedTemporalOperator(decaying_temporal_weights(T, 1, cfg.interval))
+    t = torch.arange(T, dtype=torch.float64)
+    sig_t = {"ramp": t / T, "step": (t >= T // 2).double(), "noise": torch.randn(T, generator=g, dtype=torch.float64)}
+    data = simulate_traffic(cfg.n_nodes, days=1, seed=cfg.seed)
+    nbr = knn_neighbors(data.dist, cfg.k, symmetric=True)
+    Lu = SpatialOperator(nbr, distance_spatial_weights(data.dist, nbr))
+    c = torch.as_tensor(data.coords, dtype=torch.float64)
+    c = (c - c.mean(0)) / c.std(0)
+    sig_s = {"smooth field": c[:, 0] + 0.5 * c[:, 1], "two-region jump": (c[:, 0] > 0).double(),
+             "noise": torch.randn(cfg.n_nodes, generator=g, dtype=torch.float64)}
+    rows = []
+    for name, x in sig_t.items():
+        x = x.reshape(1, T, 1, 1)
+        s = 1 / torch.sqrt(dglr(x, Ld))
+        rows.append({"graph": "directed (time)", "signal": name, "l2 (DGLR / GLR)": float(dglr(s * x, Ld)),
+                     "l1 (DGTV / GTV)": float(dgtv(s * x, Ld))})
+    for name, x in sig_s.items():
+        x = x.reshape(1, 1, -1, 1)
+        s = 1 / torch.sqrt(glr(x, Lu))
+        rows.append({"graph": "undirected (space)", "signal": name, "l2 (DGLR / GLR)": float(glr(s * x, Lu)),
+                     "l1 (DGTV / GTV)": float(gtv(s * x, Lu))})
+    return pd.DataFrame(rows)
+
+
+def lowpass_study(cfg, mu: float = 3.0) -> dict:
+    """Graph-Fourier view of ``(I + mu L^u)^{-1}`` on a rush-hour snapshot of the road network."""
+    data = simulate_traffic(cfg.n_nodes, days=1, seed=cfg.seed)
+    nbr = knn_neighbors(data.dist, cfg.k, symmetric=True)
+    Lu = SpatialOperator(nbr, distance_spatial_weights(data.dist, nbr))
+    L = dense_matrix(Lu.apply, 1, cfg.n_nodes)
+    lam, U = torch.linalg.eigh(L)
+    step = 8 * 12                                                    # 8:00
+    v = torch.as_tensor(np.where(data.mask[step], data.values[step], data.values[data.mask].mean()),
+                        dtype=torch.float64)
+    x = (v - v.mean()) / v.std()
+    filt = torch.linalg.solve(torch.eye(cfg.n_nodes, dtype=torch.float64) + mu * L, x)
+    spectral = U @ ((U.T @ x) / (1 + mu * lam))
+    before, after = (U.T @ x) ** 2, (U.T @ filt) ** 2
+    hi = lam > 1.0
+    return {"lam": lam.numpy(), "before": before.numpy(), "after": after.numpy(), "mu": mu,
+            "spectral_err": float((filt - spectral).abs().max()),
+            "high_before": float(before[hi].sum() / before.sum()), "high_after": float(after[hi].sum() / after.sum()),
+            "lam_min": float(lam.min()), "lam_max": float(lam.max())}
+
+
+def cg_study(cfg, n_steps: int = 3) -> dict:
+    """Relative residual of the (A1) x-system after ``n_steps`` exact CG steps and after ``n_steps`` steps
+    with the unrolled network's initial step sizes (alpha = beta = 0.08), from a zero start."""
+    from .method import unrolled_cg
+
+    inst = toy_instance(cfg)
+    T, N = inst["T"], inst["x"].shape[2]
+    obs = torch.zeros(1, T, N, 1, dtype=torch.float64)
+    obs[:, :cfg.t_in] = 1
+    rho = math.sqrt(N / T)
+
+    def A(v):
+        return obs * v + rho * v + 0.5 * rho * inst["Ld"].gram(v)
+    b = inst["x"][..., None] * obs
+    x0 = torch.zeros_like(b)
+    out = {}
+    for name, kw in (("exact CG", {"mode": "exact", "n_steps": n_steps}),
+                     ("unrolled CG at init", {"alphas": torch.full((n_steps, 1), 0.08),
+                                              "betas": torch.full((n_steps, 1), 0.08)})):
+        x = unrolled_cg(A, b, x0, **kw)
+        out[name] = float(torch.linalg.norm(A(x) - b) / torch.linalg.norm(b))
+    out["no step"] = 1.0
+    return out
+
+
+def parameter_breakdown(model: nn.Module) -> pd.Series:
+    """Trainable parameters per top-level part of a model."""
+    out: dict[str, int] = {}
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            key = name.split(".")[0]
+            out[key] = out.get(key, 0) + p.numel()
+    out["total"] = sum(out.values())
+    return pd.Series(out, name="parameters")
+
+
+def lag_attention(model: UnrolledGSPForecaster, split: dict, windows: dict, index: int) -> np.ndarray:
+    """Directed (lag) weights of the last block for one window: ``(T-1, V, N, H)``, rows with all lags."""
+    t_in = windows["t_in"]
+    sl = slice(index, index + 1)
+    dev = next(model.parameters()).device
+    maps = model.attention_maps(split["x"][sl, :t_in].to(dev), split["tod"][sl].to(dev), split["dow"][sl].to(dev),
+                                split["mask"][sl, :t_in].to(dev))
+    w = maps[-1]["temporal"][0].cpu().numpy()
+    return w[model.V - 1:]                     # rows t >= V: every lag available
+
+
+def extrapolator_forecast(model: UnrolledGSPForecaster, windows: dict, batch_size: int = 64):
+    """Forecast function of a model's own (trained) extrapolator alone, without the ADMM blocks: the
+    control for how much the unrolled layers add to their first guess."""
+    t_in = windows["t_in"]
+
+    def fn(split):
+        outs = []
+        dev = next(model.parameters()).device
+        with torch.no_grad():
+            for i in range(0, split["x"].shape[0], batch_size):
+                sl = slice(i, i + batch_size)
+                y = split["x"][sl, :t_in].to(dev)
+                outs.append(model.extrap(y, split["tod"][sl].to(dev))[:, t_in:].cpu())
+        return torch.cat(outs) * windows["std"] + windows["mean"]
+    return fn

@@ -1,0 +1,305 @@
+"""Tests of the CauScale chapter: the spec's Sec. 8 identities (claims 1-11) and Sec. 9 bad inputs."""
+
+from __future__ import annotations
+
+import re
+
+import icml26.causcale as cs
+import numpy as np
+import pytest
+import torch
+from icml26.causcale import experiments as ex
+from icml26.causcale import training as tr
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+CFG = cs.preset("smoke")
+
+
+def _batch(n=6, m=24, seed=0):
+    rng = np.random.default_rng(seed)
+    return cs.collate([cs.make_task(n, m, rng=rng)])
+
+
+# -- claims 1-5: attention, symmetries, reduction -----------------------------------------------
+def test_tied_attention_equals_reference_and_untied_equals_sdpa():
+    torch.manual_seed(0)
+    z = torch.randn(2, 9, 5, 16)
+    att = cs.TiedAxialAttention(16, 4, tied=True).eval()
+    with torch.no_grad():
+        assert (att(z) - ex.reference_tied_attention(att, z)).abs().max() < 1e-5
+        un = cs.TiedAxialAttention(16, 4, tied=False).eval()
+        assert (un(z) - ex.sdpa_untied_attention(un, z)).abs().max() < 1e-5
+        # tied is not the average of per-row softmax maps
+        assert (att(z) - ex._averaged_softmax(att, z)).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("reduction", [False, True])
+def test_variable_permutation_equivariance(reduction):
+    b = _batch()
+    perm = torch.tensor([3, 0, 5, 1, 4, 2])
+    args_p = (b["x"][:, :, perm], b["interv"][:, :, perm], b["prior"][:, perm][:, :, perm])
+    torch.manual_seed(1)
+    mdl = cs.CauScale(16, 2, 32, 3, reduction_k=1, use_reduction=reduction).eval()
+    with torch.no_grad():
+        o, op = mdl(b["x"], b["interv"], b["prior"]), mdl(*args_p)
+        assert (op.graph_repr[0] - o.graph_repr[0][perm][:, perm]).abs().max() < 1e-5
+        p, pp = mdl.edge_probs(b["x"], b["interv"], b["prior"]), mdl.edge_probs(*args_p)
+        assert (pp[0] - p[0][perm][:, perm]).abs().max() > 1e-2      # the official head is order-dependent
+    torch.manual_seed(1)
+    sym = cs.CauScale(16, 2, 32, 3, reduction_k=1, use_reduction=reduction, symmetric_head=True).eval()
+    p, pp = sym.edge_probs(b["x"], b["interv"], b["prior"]), sym.edge_probs(*args_p)
+    assert (pp[0] - p[0][perm][:, perm]).abs().max() < 1e-5
+
+
+def test_sample_permutation_invariance_only_without_reduction():
+    b = _batch()
+    sp = torch.randperm(24, generator=torch.Generator().manual_seed(3))
+    for red, check in ((False, lambda d: d < 1e-5), (True, lambda d: d > 1e-6)):
+        torch.manual_seed(2)
+        mdl = cs.CauScale(16, 2, 32, 3, reduction_k=1, use_reduction=red).eval()
+        p = mdl.edge_probs(b["x"], b["interv"], b["prior"])
+        ps = mdl.edge_probs(b["x"][:, sp], b["interv"][:, sp], b["prior"])
+        assert check(float((p - ps).abs().max()))
+
+
+def test_padding_does_not_change_the_prediction():
+    rng = np.random.default_rng(0)
+    items = [cs.make_task(6, 24, rng=rng), cs.make_task(4, 24, rng=rng)]
+    torch.manual_seed(0)
+    mdl = cs.CauScale(16, 2, 32, 2, reduction_k=1).eval()
+    b, s = cs.collate(items), cs.collate(items[1:])
+    p = mdl.edge_probs(b["x"], b["interv"], b["prior"], b["node_mask"])
+    q = mdl.edge_probs(s["x"], s["interv"], s["prior"], s["node_mask"])
+    assert (p[1, :4, :4] - q[0]).abs().max() < 1e-5
+    assert p[1, 4:].abs().max() == 0
+
+
+def test_reduction_unit_and_schedule():
+    h = torch.randn(2, 7, 3, 4)
+    out = cs.ReductionUnit(2)(h)
+    assert out.shape == (2, 3, 3, 4)
+    assert torch.equal(out, (h[:, 0:6:2] + h[:, 1:6:2]) / 2)
+    assert cs.reduction_schedule(1000, 10, 2, 2) == [1000, 1000, 500, 500, 250, 250, 125, 125, 62, 62]
+    assert cs.reduction_schedule(1000, 10, 2, 2, "code") == [1000, 1000, 1000, 500, 500, 250, 250, 125, 125, 62]
+    lin, quad = cs.predicted_reduction_factor(1000, 10, 2, 2)
+    assert lin == pytest.approx(0.3874) and quad == pytest.approx(0.2663938)
+    mdl = cs.CauScale(8, 2, 16, 4, reduction_k=2, reduction_r=2)
+    assert mdl.schedule(16) == [16, 16, 8, 8]
+
+
+# -- claim 7: labels ----------------------------------------------------------------------------
+def test_pair_labels_and_probability_round_trip():
+    adj = torch.tensor([[[0, 1, 0], [0, 0, 0], [1, 1, 0]]])
+    iu = torch.triu_indices(3, 3, 1)
+    assert cs.pair_labels(adj, iu).tolist() == [[1, 2, 2]]      # (0,1): 0->1; (0,2): 2->0; (1,2): 2->1
+    logits = torch.full((1, 3, 3), -30.0)
+    logits[0, torch.arange(3), cs.pair_labels(adj, iu)[0]] = 30.0
+    assert torch.allclose(cs.pair_probs_to_matrix(logits, iu, 3), adj.float(), atol=1e-6)
+    assert float(cs.causcale_loss(logits, adj, iu)) < 1e-6
+
+
+# -- claim 8: metrics ---------------------------------------------------------------------------
+def test_metrics_match_sklearn_and_oracles():
+    rng = np.random.default_rng(0)
+    off = ~np.eye(8, dtype=bool)
+    for trial in range(20):
+        s = rng.random((8, 8)) if trial % 2 else np.round(rng.random((8, 8)), 1)   # with ties
+        a = (rng.random((8, 8)) < 0.3).astype(int)
+        np.fill_diagonal(a, 0)
+        a[0, 1] = 1
+        assert abs(cs.average_precision(s, a) - average_precision_score(a[off], s[off])) < 1e-12
+        assert abs(cs.auroc(s, a) - roc_auc_score(a[off], s[off])) < 1e-12
+    dag = np.triu((rng.random((10, 10)) < 0.3).astype(int), 1)
+    assert cs.average_precision(dag + dag.T, dag) == pytest.approx(0.5)
+    assert cs.average_precision(dag, dag) == 1.0
+    assert cs.orientation_accuracy(dag + dag.T, dag) == 0.5
+    assert cs.shd(dag.T, dag) == dag.sum()                     # each reversed edge counts once
+    assert cs.shd(dag, dag) == 0
+
+
+def test_symmetric_baselines_cannot_orient():
+    t = cs.make_task(8, 90, rng=np.random.default_rng(3))
+    for s in (cs.corr_scores(t["x"]), cs.invcov_scores(t["x_raw"])):
+        assert np.array_equal(s, s.T)
+        assert cs.orientation_accuracy(s, t["adj"]) == 0.5
+
+
+def test_break_cycles_greedy():
+    pred = np.array([[0, 1, 0], [0, 0, 1], [1, 0, 0]])
+    scores = np.array([[0, 0.9, 0], [0, 0, 0.8], [0.6, 0, 0]])
+    dag, removed = cs.break_cycles_greedy(pred, scores)
+    assert removed == 1 and dag[2, 0] == 0 and dag.sum() == 2
+
+
+# -- claim 9: population precision and moral edges ----------------------------------------------
+def test_population_precision_and_moral_edge():
+    rng = np.random.default_rng(0)
+    adj = cs.sample_dag(6, 2.0, rng=rng)
+    w = adj * rng.uniform(0.25, 1, (6, 6)) * rng.choice([-1, 1], (6, 6))
+    omega = rng.uniform(0.5, 2.0, 6)
+    inv = np.linalg.inv(np.eye(6) - w)
+    cov = inv.T @ np.diag(omega) @ inv                          # x = x W + e  =>  x = e (I - W)^{-1}
+    assert np.abs(np.linalg.inv(cov) - cs.population_precision(w, omega)).max() < 1e-10
+    collider = np.zeros((3, 3))
+    collider[0, 2] = collider[1, 2] = 1.0
+    theta = cs.population_precision(collider, np.ones(3))
+    assert theta[0, 1] == pytest.approx(1.0)
+    assert cs.moral_graph(collider)[0, 1] == 1
+
+
+# -- claim 10: attention memory formula ---------------------------------------------------------
+@pytest.mark.parametrize("tied", [True, False])
+def test_attention_memory_formula_matches_layer(tied):
+    for m, n in ((12, 5), (7, 9)):
+        assert ex.layer_map_count(m, n, 8, 2, tied) == cs.attention_map_floats(m, n, 2, tied)
+    layer = cs.AxialLayer(8, 2, 16, tied=tied)
+    _, (a, b) = layer(torch.randn(1, 6, 6, 8), return_attn=True)
+    assert a.numel() + b.numel() == cs.attention_map_floats(6, 6, 2, tied, stream="graph")
+    assert cs.attention_map_floats(1000, 500, 16, False) * 4 == pytest.approx(48e9, rel=0.01)
+    assert cs.attention_map_floats(1000, 500, 16, True) * 4 == pytest.approx(80e6, rel=0.01)
+
+
+# -- claim 11: NOTEARS ------------------------------------------------------------------------
+def test_notears_recovers_a_chain():
+    rng = np.random.default_rng(0)
+    x = np.zeros((2000, 5))
+    x[:, 0] = rng.standard_normal(2000)
+    for j in range(1, 5):
+        x[:, j] = 1.0 * x[:, j - 1] + rng.standard_normal(2000)
+    w = cs.notears_linear(x, lambda1=0.1, w_threshold=0.3)
+    assert np.array_equal((w != 0).astype(int), np.eye(5, k=1, dtype=int))
+
+
+# -- data ----------------------------------------------------------------------------------------
+def test_simulate_scm_regimes_and_mechanisms():
+    rng = np.random.default_rng(0)
+    adj = cs.sample_dag(5, 1.5, "sf", rng=rng)
+    for mech in ("linear", "nn", "nn_add", "sigmoid_add", "polynomial"):
+        d = cs.simulate_scm(adj, 60, mechanism=mech, rng=rng)
+        assert d.x.shape == (60, 5) and np.all(np.isfinite(d.x))
+        assert np.allclose(d.x.mean(0), 0, atol=1e-10) and np.allclose(d.x.std(0), 1)
+        sizes = cs.regime_sizes(60, 5)
+        assert sizes.tolist() == [10, 10, 10, 10, 10, 10]
+        assert np.array_equal(d.interv_mask.sum(0), sizes[1:])
+        assert np.all(np.diff(d.regime) >= 0)                   # stored regime by regime
+        tgt = d.regime >= 0
+        assert np.all(np.abs(d.x_raw[tgt, d.regime[tgt]]) <= 1)
+
+
+def test_er_graph_density_and_vectorised_linear_generator():
+    rng = np.random.default_rng(1)
+    edges = np.mean([cs.sample_dag(20, 2.0, "er", rng=rng).sum() for _ in range(200)])
+    assert abs(edges - 40) < 3
+    edges_sf = np.mean([cs.sample_dag(20, 2.0, "sf", rng=rng).sum() for _ in range(200)])
+    assert abs(edges_sf - 40) < 4
+    out = cs.sample_linear_scm_batch(3, 6, 40, 1.5, generator=torch.Generator().manual_seed(0))
+    eye = torch.eye(6, dtype=torch.float64)
+    for s in range(40):
+        r = int(out["regime"][s])
+        w = out["weights"].clone()
+        if r >= 0:
+            w[:, :, r] = 0
+        res = torch.einsum("bi,bij->bj", out["x_raw"][:, s], eye - w) - out["e"][:, s]
+        assert res.abs().max() < 1e-10
+    for k in range(3):
+        assert cs.data._is_dag(out["adj"][k].numpy().astype(int))
+
+
+def test_pc_wrapper_reads_causallearn_encoding():
+    g = np.array([[0, -1, 0], [1, 0, -1], [0, -1, 0]])          # 0 -> 1 (G[1,0]=1, G[0,1]=-1); 1 - 2
+    s = cs.causallearn_to_scores(g)
+    assert s[0, 1] == 1 and s[1, 0] == 0 and s[1, 2] == 0.5 and s[2, 1] == 0.5
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3000, 3))
+    x[:, 2] = x[:, 0] + x[:, 1] + 0.5 * rng.standard_normal(3000)   # collider 0 -> 2 <- 1
+    p = cs.pc_baseline(x, alpha=0.01)
+    assert p[0, 2] == 1 and p[1, 2] == 1 and p[2, 0] == 0 and p[0, 1] == 0
+
+
+def test_training_reduces_the_loss_smoke():
+    cfg = CFG
+    _, hist = tr.train_variant(cfg, "full", 0, 12, progress=False)
+    assert np.mean(hist.losses[-4:]) < np.mean(hist.losses[:4])
+    _, hist_a = tr.train_variant(cfg, "avici", 0, 2, progress=False)
+    assert np.all(np.isfinite(hist_a.losses))
+
+
+# -- the shipped checkpoint ---------------------------------------------------------------------
+def test_checkpoint_is_reproduced_by_its_command():
+    book = cs.preset("book")
+    ckpt = tr.load_checkpoint()
+    if ckpt is None:
+        pytest.skip("checkpoint data/causcale/causcale_book.pt not present")
+    assert tr.checkpoint_matches(ckpt, book)
+    readme = (tr.DEFAULT_CHECKPOINT.parent / "README.md").read_text()
+    assert re.search(tr.sha256(tr.DEFAULT_CHECKPOINT), readme), "README must record the file's sha256"
+    assert tr.DEFAULT_CHECKPOINT.stat().st_size < 5 * 2 ** 20
+    _, hist = tr.train_variant(book, "full", book.train_seeds[0], 3, progress=False)
+    assert np.allclose(hist.losses, ckpt["losses"][f"seed{book.train_seeds[0]}/full"][:3], atol=1e-5)
+
+
+# -- bad inputs (spec Sec. 9) -----------------------------------------------------------------
+@pytest.mark.parametrize("call, arg", [
+    (lambda: cs.sample_dag(1, 0.5), "n_nodes"),
+    (lambda: cs.sample_dag(6, 0), "expected_degree"),
+    (lambda: cs.sample_dag(6, 3), "expected_degree"),
+    (lambda: cs.sample_dag(6, 1, "ba"), "graph_type"),
+    (lambda: cs.simulate_scm(np.zeros((2, 3)), 10), "adj"),
+    (lambda: cs.simulate_scm(np.full((3, 3), 0.5), 10), "adj"),
+    (lambda: cs.simulate_scm(np.eye(3), 10), "adj"),
+    (lambda: cs.simulate_scm(np.array([[0, 1], [1, 0]]), 10), "adj"),
+    (lambda: cs.simulate_scm(np.triu(np.ones((3, 3)), 1), 3), "n_samples"),
+    (lambda: cs.simulate_scm(np.triu(np.ones((3, 3)), 1), 30, mechanism="gp"), "mechanism"),
+    (lambda: cs.simulate_scm(np.triu(np.ones((3, 3)), 1), 30, interventions="soft"), "interventions"),
+    (lambda: cs.simulate_scm(np.triu(np.ones((3, 3)), 1), 30, noise_coeff=-1.0), "noise_coeff"),
+    (lambda: cs.precision_prior(np.ones(5)), "x_raw"),
+    (lambda: cs.precision_prior(np.array([[1.0, np.nan], [2.0, 3.0], [1.0, 1.0]])), "x_raw"),
+    (lambda: cs.precision_prior(np.ones((1, 3))), "x_raw"),
+    (lambda: cs.precision_prior(np.random.rand(5, 3), method="glasso"), "method"),
+    (lambda: cs.TiedAxialAttention(10, 3), "embed_dim"),
+    (lambda: cs.TiedAxialAttention(8, 2, scaling="sqrt_cols"), "scaling"),
+    (lambda: cs.CauScale(8, 2, 16, 2, reduction_r=0), "reduction_r"),
+    (lambda: cs.CauScale(8, 2, 16, 2, reduction_k=0), "reduction_k"),
+    (lambda: cs.CauScale(8, 2, 16, 2, graph_scaling="sqrt"), "graph_scaling"),
+    (lambda: cs.average_precision(np.random.rand(3, 3), np.zeros((3, 3))), "adj"),
+    (lambda: cs.average_precision(np.random.rand(3, 4), np.zeros((3, 4))), "scores"),
+    (lambda: cs.average_precision(np.random.rand(3, 3), np.eye(4)), "adj"),
+    (lambda: cs.evaluate(np.random.rand(3, 3), np.eye(3, k=1), threshold=1.5), "threshold"),
+])
+def test_bad_inputs_raise(call, arg):
+    with pytest.raises((ValueError, TypeError), match=arg):
+        call()
+
+
+def test_bad_model_inputs_raise():
+    mdl = cs.CauScale(8, 2, 16, 2, reduction_k=1)
+    b = _batch(n=4, m=8)
+    x, iv, pr = b["x"], b["interv"], b["prior"]
+    cases = [
+        ((x[0], iv, pr, None), "x"),
+        ((x, iv[:, :4], pr, None), "interv"),
+        ((x, iv * 2, pr, None), "interv"),
+        ((x, iv, pr[:, :3], None), "prior"),
+        ((x, iv, pr, torch.tensor([[True, False, False, False]])), "node_mask"),
+        ((x[:, :, :1], iv[:, :, :1], pr[:, :1, :1], None), "n >= 2"),
+        ((x[:, :1], iv[:, :1], pr, None), "reduction"),
+    ]
+    for args, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            mdl(*args)
+
+
+@pytest.mark.cuda
+def test_cuda_matches_cpu():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA")
+    b = _batch()
+    torch.manual_seed(0)
+    mdl = cs.CauScale(16, 2, 32, 3, reduction_k=1).eval()
+    p_cpu = mdl.edge_probs(b["x"], b["interv"], b["prior"])
+    mdl = mdl.cuda()
+    p_gpu = mdl.edge_probs(*(b[k].cuda() for k in ("x", "interv", "prior"))).cpu()
+    assert (p_cpu - p_gpu).abs().max() < 1e-4
+    out = cs.sample_linear_scm_batch(2, 8, 40, 2.0, device="cuda")
+    assert out["x"].is_cuda

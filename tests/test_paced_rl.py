@@ -1,0 +1,240 @@
+"""Unit identities (spec Sec. 8, claims 1-7) and bad inputs (Sec. 9) of icml26.paced_rl."""
+
+from __future__ import annotations
+
+import copy
+
+import icml26.paced_rl as m
+import pytest
+import torch
+from icml26.paced_rl import experiments as ex
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.fixture(scope="module")
+def small():
+    cfg = m.preset("smoke")
+    task = m.HiddenRuleTask(n_train=128, n_test=64, seed=cfg.task_seed)
+    torch.manual_seed(0)
+    pol = m.ARPolicy(task.emb_dim, task.vocab, task.length, cfg.hidden)
+    m.warm_start(pol, task, steps=40, seed=0)
+    return cfg, task, pol
+
+
+# -- claim 1: the least-squares log Z is p_old / beta + KL(pi_old || pi_theta) ----------------------
+
+@pytest.mark.parametrize("size", [0.0, 0.1, 0.7, 2.0])
+def test_optimal_log_z_identity(size):
+    g = _gen(int(size * 10))
+    d = ex.random_enumerable(256, 32, 1.5, 0.3, g)
+    lp_theta = ex.perturb(d["logp_old"], size, g)
+    beta = 0.05
+    c = m.optimal_log_z(lp_theta, d["logp_old"], d["reward"], beta)
+    p_old = (d["logp_old"].exp() * d["reward"]).sum(-1)
+    kl = m.kl_divergence(d["logp_old"], lp_theta)
+    assert torch.allclose(c, p_old / beta + kl, atol=1e-9, rtol=0)
+    assert torch.all(beta * c >= p_old - 1e-12)                     # the estimate can only over-read
+
+
+def test_optimal_log_z_on_the_policy(small):
+    _, task, pol = small
+    idx = task.train_idx[:16]
+    lp_old = ex.exact_logp_all(pol, task, idx).double()
+    moved = copy.deepcopy(pol)
+    with torch.no_grad():
+        for p in moved.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=_gen(3)))
+    lp_theta = ex.exact_logp_all(moved, task, idx).double()
+    R = task.reward_matrix(idx).double()
+    c = m.optimal_log_z(lp_theta, lp_old, R, 0.05)
+    p_old = (lp_old.exp() * R).sum(-1)
+    assert torch.allclose(c, p_old / 0.05 + m.kl_divergence(lp_old, lp_theta), atol=1e-9, rtol=0)
+
+
+# -- claim 2: Monte-Carlo intercept at theta = theta_old is the empirical accuracy ------------------
+
+def test_empirical_intercept_is_group_accuracy(small):
+    _, task, pol = small
+    idx = task.train_idx[:8].repeat_interleave(16)
+    y = pol.sample(task.embeddings[idx], _gen(1))
+    r = task.reward(idx, y).double()
+    logp = pol.log_prob(task.embeddings[idx], y).double().detach()
+    resid0 = m.tb_residual(torch.zeros_like(r), logp, logp, r, 0.05)   # residual at c = 0
+    c_hat = -resid0.view(8, 16).mean(1)                                 # least-squares intercept
+    assert torch.allclose(0.05 * c_hat, r.view(8, 16).mean(1), atol=1e-12, rtol=0)
+
+
+# -- claim 3: gradient descent on the exact expected loss converges to optimal_log_z ----------------
+
+def test_gradient_descent_converges():
+    g = _gen(5)
+    d = ex.random_enumerable(256, 8, 1.0, 0.4, g)
+    lp_theta = ex.perturb(d["logp_old"], 0.3, g)
+    path = ex.descend_log_z(lp_theta, d["logp_old"], d["reward"], 0.05, steps=200, lr=0.2)
+    c = m.optimal_log_z(lp_theta, d["logp_old"], d["reward"], 0.05)
+    assert abs(path[-1] - c.numpy()).max() < 1e-6
+
+
+# -- claim 4: at the tilted optimum the intercept is the true log-normaliser ------------------------
+
+def test_tilted_optimum():
+    g = _gen(7)
+    d = ex.random_enumerable(256, 16, 1.0, 0.3, g)
+    beta = 0.05
+    lp_tilt = torch.log_softmax(d["logp_old"] + d["reward"] / beta, -1)
+    c = m.optimal_log_z(lp_tilt, d["logp_old"], d["reward"], beta)
+    assert torch.allclose(c, m.log_z_true(d["logp_old"], d["reward"], beta), atol=1e-9, rtol=0)
+    res = c[:, None] + lp_tilt - d["logp_old"] - d["reward"] / beta
+    assert float(res.abs().max()) < 1e-9                               # constant (zero) residual
+
+
+# -- claim 5: exact accuracy matches Monte Carlo -------------------------------------------------------
+
+def test_exact_accuracy_vs_monte_carlo(small):
+    _, task, pol = small
+    idx = task.train_idx[:6]
+    exact = m.exact_accuracy(pol, task, idx)
+    rep = idx.repeat_interleave(20000)
+    r = task.reward(rep, pol.sample(task.embeddings[rep], _gen(2))).view(6, -1).mean(1)
+    assert float((exact - r).abs().max()) < 0.01
+    probs = pol.response_probs(task.embeddings[idx])
+    assert torch.allclose(probs.sum(-1), torch.ones(6), atol=1e-5)
+    lp = pol.log_prob(task.embeddings[idx[:1]].expand(5, -1), task.all_responses()[:5])
+    assert torch.allclose(lp.exp(), probs[0, :5], atol=1e-6)
+
+
+def test_task_counts():
+    task = m.HiddenRuleTask(n_train=64, n_test=32)
+    assert task.n_correct(torch.arange(96)).tolist() == [[1, 13, 67, 175][h] for h in task.tolerances.tolist()]
+    R = task.reward_matrix(torch.arange(96))
+    assert R.sum(1).tolist() == task.n_correct(torch.arange(96)).float().tolist()
+
+
+# -- claim 6: selection returns exactly the tau-closest prompts, no duplicates ----------------------
+
+@pytest.mark.parametrize("tau", [0.5, 0.2])
+def test_select_prompts_brute_force(tau):
+    g = _gen(11)
+    scores = torch.rand(40, generator=g) * 1.4 - 0.2
+    pool = torch.randperm(500, generator=g)[:40]
+    got = m.select_prompts(scores, pool, 10, tau, g)
+    assert got.unique().numel() == 10
+    d = (scores.clamp(0, 1) - tau).abs()
+    dist_of = {int(p): float(x) for p, x in zip(pool, d)}
+    chosen = sorted(dist_of[int(p)] for p in got)
+    assert chosen == pytest.approx(sorted(d.tolist())[:10])
+
+
+# -- claim 7: the replay buffer ----------------------------------------------------------------------
+
+def test_replay_buffer():
+    buf = m.ErrorPrioritizedReplay(capacity=8, add_per_step=4, seed=0)
+    for step in range(5):
+        idx = torch.arange(12) + 100 * step
+        y = torch.zeros(12, 3, dtype=torch.long)
+        r = (torch.arange(12) % 2).float()
+        est = torch.zeros(12)
+        obs = torch.arange(12).float() / 12
+        k = buf.push(idx, y, r, est, obs)
+        assert k == 4 and len(buf) <= 8
+        assert bool((buf.reward[: len(buf)] == 1).all())
+        newest = buf.prompt_idx[(buf.ptr - 4 + torch.arange(4)) % 8]
+        assert sorted((newest - 100 * step).tolist()) == [5, 7, 9, 11]   # the largest errors among r = 1
+    pi, yy, rr = buf.sample(5)
+    assert pi.numel() == 5 and pi.unique().numel() == 5 and bool((rr == 1).all())
+    assert buf.sample(0) is None
+
+
+# -- the trainer runs for every method, and the objectives' invariants ------------------------------
+
+def test_every_method_runs(small):
+    cfg, task, pol = small
+    for mth in m.METHODS:
+        out = m.train(mth, task, copy.deepcopy(pol), steps=3, batch_prompts=8, eval_every=2, seed=0)
+        assert out["step"].tolist() == [0, 2, 3]
+        assert 0 <= out["test_learnable"].min() and out["test_learnable"].max() <= 1
+
+
+def test_grpo_advantages_and_mixed_probability():
+    a = m.grpo_advantages(torch.tensor([[1.0, 0, 0, 1], [1, 1, 1, 1]]))
+    assert torch.allclose(a[0], torch.tensor([1.0, -1, -1, 1]), atol=1e-5) and bool((a[1] == 0).all())
+    p = torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64)
+    assert m.mixed_group_probability(p, 8).tolist() == pytest.approx([0.5695, 0.9922, 0.5695], abs=1e-4)
+
+
+# -- bad inputs (spec Sec. 9) ------------------------------------------------------------------------
+
+def test_bad_inputs():
+    z = torch.zeros(4)
+    with pytest.raises(ValueError, match="beta"):
+        m.tb_loss(z, z, z, z, beta=0.0)
+    with pytest.raises(ValueError, match="logp"):
+        m.tb_residual(z, torch.zeros(3), z, z, 0.05)
+    with pytest.raises(ValueError, match="reward"):
+        m.tb_loss(z, z, z, torch.full((4,), 0.5), 0.05)
+    assert torch.isfinite(m.tb_loss(z, z, z, torch.full((4,), 0.5), 0.05, check_binary=False))
+    with pytest.raises(ValueError, match="weight"):
+        m.tb_loss(z, z, z, z, 0.05, weight=torch.tensor([1.0, -1, 1, 1]))
+    with pytest.raises(ValueError, match="log_z"):
+        m.tb_loss(torch.tensor([0.0, float("nan"), 0, 0]), z, z, z, 0.05)
+    with pytest.raises(ValueError, match="tau"):
+        m.select_prompts(torch.rand(5), torch.arange(5), 2, tau=1.5)
+    with pytest.raises(ValueError, match="batch_size"):
+        m.select_prompts(torch.rand(5), torch.arange(5), 6)
+    with pytest.raises(ValueError, match="scores and pool_idx"):
+        m.select_prompts(torch.rand(5), torch.arange(4), 2)
+    with pytest.raises(ValueError, match="capacity"):
+        m.ErrorPrioritizedReplay(capacity=4, add_per_step=8)
+    with pytest.raises(ValueError, match="length"):
+        m.HiddenRuleTask(length=0)
+    with pytest.raises(ValueError, match="vocab"):
+        m.HiddenRuleTask(vocab=1)
+    with pytest.raises(ValueError, match="easy_tolerance"):
+        m.HiddenRuleTask(easy_tolerance=5)
+    with pytest.raises(ValueError, match="max_responses"):
+        m.HiddenRuleTask(vocab=10, length=7)
+    task = m.HiddenRuleTask(n_train=64, n_test=16)
+    pol = m.ARPolicy()
+    for kw, name in [(dict(beta=-1.0), "beta"), (dict(group_size=1), "group_size"), (dict(batch_prompts=0),
+                     "batch_prompts"), (dict(pool_factor=0), "pool_factor"), (dict(replay_size=-1), "replay_size"),
+                     (dict(tau=2.0), "tau"), (dict(batch_prompts=32, pool_factor=4), "pool_factor")]:
+        with pytest.raises(ValueError, match=name):
+            m.train("paced", task, pol, steps=1, **kw)
+    with pytest.raises(ValueError, match="method"):
+        m.train("ppo", task, pol, steps=1)
+
+
+@pytest.mark.cuda
+def test_cuda_matches_cpu():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    g = _gen(3)
+    d = ex.random_enumerable(256, 16, 1.0, 0.3, g)
+    lp = ex.perturb(d["logp_old"], 0.3, g)
+    c_cpu = m.optimal_log_z(lp, d["logp_old"], d["reward"], 0.05)
+    c_gpu = m.optimal_log_z(lp.cuda(), d["logp_old"].cuda(), d["reward"].cuda(), 0.05).cpu()
+    assert torch.allclose(c_cpu, c_gpu, atol=1e-9)
+    task = m.HiddenRuleTask(n_train=64, n_test=32)
+    torch.manual_seed(0)
+    pol = m.ARPolicy()
+    acc_cpu = m.exact_accuracy(pol, task, task.test_idx)
+    acc_gpu = m.exact_accuracy(copy.deepcopy(pol).cuda(), task.to("cuda"), task.test_idx).cpu()
+    assert torch.allclose(acc_cpu, acc_gpu, atol=1e-5)
+    out = m.train("paced", task, copy.deepcopy(pol).cuda(), steps=3, batch_prompts=8, eval_every=2)
+    assert out["test_learnable"].shape == (2,) or out["test_learnable"].shape == (3,)
+
+
+@pytest.mark.parametrize("scale", sorted(m.PRESETS))
+def test_preset_constraints(scale):
+    for cfg in (m.PRESETS[scale], m.PRESETS[scale].dry_run()):
+        assert cfg.pool_factor * cfg.batch_prompts <= cfg.n_train
+        assert cfg.big_pool_factor * cfg.batch_prompts <= cfg.n_train
+        assert 2 * cfg.batch_prompts <= cfg.n_train                      # dynamic sampling draws 2B
+        assert cfg.replay_add <= cfg.replay_capacity and cfg.n_calib <= cfg.n_train
+        assert 0 < cfg.from_step < cfg.steps and cfg.vocab**cfg.length <= 10**6
+        assert len(cfg.id_sizes) >= 2 and cfg.id_sizes[0] == 0.0

@@ -1,0 +1,383 @@
+"""Unit identities (spec Sec. 8, claims 1-10) and bad inputs (Sec. 9) of icml26.sfconvcnp."""
+
+from __future__ import annotations
+
+import math
+
+import icml26.sfconvcnp as m
+import numpy as np
+import pytest
+import torch
+from icml26.sfconvcnp import experiments as ex
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def _points(b=2, n=9, mq=11, dtype=torch.float64, seed=0):
+    g = _gen(seed)
+    xc = -3 + 6 * torch.rand(b, n, 1, generator=g, dtype=dtype)
+    zc = torch.randn(b, n, 1, generator=g, dtype=dtype)
+    xq = -3 + 6 * torch.rand(b, mq, 1, generator=g, dtype=dtype)
+    return xc, zc, xq
+
+
+# -- Sec. 3.2 ------------------------------------------------------------------------------------------
+
+def test_frequency_grid_half_space():
+    xi, w, vol = m.frequency_grid(4.9, 0.1, 1)
+    assert xi.shape == (50, 1) and math.isclose(vol, 0.1)
+    assert float(xi[0, 0]) == 0.0 and math.isclose(float(xi[-1, 0]), 4.9, rel_tol=1e-6)
+    assert float(w[0]) == 0.5 and bool((w[1:] == 1).all())
+    xi2, w2, vol2 = m.frequency_grid((1.0, 0.5), (0.5, 0.25), 2)
+    assert xi2.shape == (5 * 3, 2)                     # first axis +-, last axis >= 0 only
+    assert bool((xi2[:, 1] >= 0).all()) and bool((xi2[:, 0] < 0).any())
+    assert float(w2[xi2[:, 1] == 0].max()) == 0.5 and math.isclose(vol2, 0.125)
+
+
+# -- claim 1 -------------------------------------------------------------------------------------------
+
+def test_spectrum_matches_quadrature():
+    xc = torch.tensor([-1.5, 0.2, 1.1], dtype=torch.float64)
+    zc = torch.tensor([0.7, -1.2, 0.4], dtype=torch.float64)
+    xi = torch.linspace(0, 2, 21, dtype=torch.float64).view(-1, 1)
+    closed = m.gaussian_set_spectrum(xc.view(1, -1, 1), zc.view(1, -1, 1), xi,
+                                     torch.tensor([[0.3]], dtype=torch.float64))[0]
+    quad = ex.spectrum_quadrature(xc, zc, 0.3, xi[:, 0])
+    assert float((closed - quad).abs().max()) < 1e-8
+
+
+def test_spectrum_layouts_agree():
+    xc, _, _ = _points()
+    z = torch.randn(2, 9, 3, generator=_gen(1), dtype=torch.float64)
+    xi = torch.linspace(0, 2, 7, dtype=torch.float64).view(-1, 1)
+    ls = torch.full((1, 3), 0.2, dtype=torch.float64)
+    blocked = m.gaussian_set_spectrum(xc, z, xi, ls, layout="blocked")
+    inter = m.gaussian_set_spectrum(xc, z, xi, ls, layout="interleaved")
+    assert torch.allclose(blocked[..., :3], inter[..., 0::2]) and torch.allclose(blocked[..., 3:], inter[..., 1::2])
+
+
+# -- claims 2-3 ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 1e-4)])
+def test_gaussian_weights_reproduce_closed_form_smoothing(dtype, tol):
+    xc, zc, xq = _points()
+    conv = ex.gaussian_weights_conv(0.2, 0.3, 6.0, 0.02)        # tail and aliasing conditions hold
+    ref = ex.gaussian_smoothing_closed_form(xc, zc, xq, 0.2, 0.3)
+    with torch.no_grad():
+        out = conv.to(dtype)(zc.to(dtype), xc.to(dtype), xq.to(dtype)).double()
+    assert float((out - ref).abs().max() / ref.abs().max()) < tol
+
+
+def test_identity_weights_reproduce_feature_embedding():
+    errs = ex.identity_errors(seed=3)
+    assert errs["identity weights = feature embedding (max abs error)"] < 1e-10
+
+
+def test_coarse_grid_gives_periodised_smoothing():
+    al = ex.aliasing_demo()
+    assert float((al["coarse"] - al["periodised"]).abs().max()) < 1e-8
+    assert float((al["coarse"] - al["closed"]).abs().max()) > 1e-2       # aliasing is visible
+
+
+# -- claims 4-8, 10 ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_identity_table(seed):
+    errs = ex.identity_errors(seed=seed)
+    for name, err in errs.items():
+        bar = 1e-5 if "permutation" in name else (1e-4 if "float32" in name else 1e-10)
+        assert err <= bar, (name, err)
+
+
+def test_periodicity_float32():
+    torch.manual_seed(0)
+    conv = m.SetFourierConv(1, 4, 4, groups=2, span_check="off")
+    xc, _, xq = _points(dtype=torch.float32)
+    z = torch.randn(2, 9, 4, generator=_gen(2))
+    assert float((conv(z, xc, xq + 10.0) - conv(z, xc, xq)).abs().max()) < 1e-4
+
+
+def test_model_translation_equivariance_float32():
+    torch.manual_seed(0)
+    model = m.SFConvCNP(channels=16, ffn_dim=32, n_blocks=2)
+    xc, yc, xq = _points(dtype=torch.float32)
+    g = _gen(5)
+    base = model(xc, yc, xq)
+    for tau in (-10 + 20 * torch.rand(5, generator=g)).tolist():
+        out = model(xc + tau, yc, xq + tau)
+        assert float((out.mean - base.mean).abs().max()) < 1e-4
+        assert float((out.stddev - base.stddev).abs().max()) < 1e-4
+
+
+def test_volterra_model_is_equivariant_and_permutation_invariant():
+    torch.manual_seed(0)
+    model = m.SFVConvCNP(channels=8, ffn_dim=16, n_blocks=2, groups=2)
+    xc, yc, xq = _points(dtype=torch.float32)
+    base = model(xc, yc, xq).mean
+    assert float((model(xc + 3.7, yc, xq + 3.7).mean - base).abs().max()) < 1e-4
+    perm = torch.randperm(xc.shape[1], generator=_gen(1))
+    assert float((model(xc[:, perm], yc[:, perm], xq).mean - base).abs().max()) < 1e-5
+
+
+def test_volterra_reductions():
+    errs = ex.volterra_identity_errors(seed=0)
+    assert max(errs.values()) < 1e-10
+
+
+def test_low_rank_weights_and_interleaved_layout_run():
+    conv = m.SetFourierConv(1, 4, 8, groups=2, low_rank=2, layout="interleaved", output_mixing=True)
+    xc, _, xq = _points(dtype=torch.float32)
+    out = conv(torch.randn(2, 9, 4), xc, xq)
+    assert out.shape == (2, 11, 8) and bool(torch.isfinite(out).all())
+    ref = ex.full_grid_reference(m.SetFourierConv(1, 4, 8, groups=2, low_rank=2, layout="interleaved").double(),
+                                 torch.zeros(2, 9, 4), xc, xq)
+    assert ref.shape == (2, 11, 8)
+
+
+def test_spatial_kernel_matches_single_point_response():
+    """kappa * psi at tau equals the layer's response to one unit point at 0 (feature channel)."""
+    conv = ex.gaussian_weights_conv(0.1, 0.2, 6.0, 0.05)
+    tau = torch.linspace(-2, 2, 41, dtype=torch.float64).view(-1, 1)
+    k = conv.spatial_kernel(tau, include_embedding=True)[0, :, 0, 1]
+    resp = conv(torch.ones(1, 1, 1, dtype=torch.float64), torch.zeros(1, 1, 1, dtype=torch.float64), tau[None])
+    assert float((k - resp[0, :, 0]).abs().max()) < 1e-10
+
+
+def test_second_order_kernel_shape_and_separability():
+    vol = m.SetFourierVolterraConv(1, 2, 2, volterra_rank=1, groups=1).double()
+    t = torch.linspace(-1, 1, 9, dtype=torch.float64).view(-1, 1)
+    k2 = vol.second_order_kernel(t, t, out_channel=0, in_channels=(2, 2))
+    assert k2.shape == (9, 9)
+    assert int(torch.linalg.matrix_rank(k2.detach())) <= 1        # rank R = 1
+
+
+# -- claim 9: GP oracle --------------------------------------------------------------------------------
+
+def test_gp_oracle_matches_numpy_closed_form():
+    xc = torch.tensor([[[-1.0], [0.3], [1.2]]])
+    yc = torch.tensor([[[0.5], [-0.2], [0.9]]])
+    xq = torch.tensor([[[0.0], [2.0]]])
+    yq = torch.tensor([[[0.1], [0.4]]])
+    ls, s2 = 0.7, 0.01
+    task = m.Task(xc, yc, xq, yq, dict(kernel="rbf", lengthscale=torch.tensor([ls], dtype=torch.float64),
+                                        period=torch.tensor([1.0], dtype=torch.float64), noise_std=0.1))
+    a, b, y, t = (v.double().numpy()[0, :, 0] for v in (xc, xq, yc, yq))
+
+    def k(u, v):
+        return np.exp(-0.5 * (u[:, None] - v[None]) ** 2 / ls ** 2)
+
+    kcc = k(a, a) + (s2 + 1e-6) * np.eye(3)
+    mean = k(b, a) @ np.linalg.solve(kcc, y)
+    var = 1 + s2 + 1e-6 - np.einsum("ij,ji->i", k(b, a), np.linalg.solve(kcc, k(a, b)))
+    ll = np.mean(-0.5 * (np.log(2 * np.pi * var) + (t - mean) ** 2 / var))
+    assert abs(float(m.gp_oracle_loglik(task)[0]) - ll) < 1e-6
+
+
+@pytest.mark.parametrize("kernel", m.KERNELS)
+def test_gp_sampler_shapes_and_oracle(kernel):
+    task = m.sample_gp_tasks(4, kernel=kernel, generator=_gen(0))
+    assert task.xc.shape[0] == 4 and task.yc.shape == task.xc.shape and task.yq.shape == task.xq.shape
+    assert float(task.xc.min()) >= -3 and float(task.xc.max()) <= 3
+    assert bool(torch.isfinite(m.gp_oracle_loglik(task)).all())
+
+
+def test_shifted_sampler_moves_the_same_tasks():
+    a = m.sample_gp_tasks(3, generator=_gen(4))
+    b = m.sample_gp_tasks(3, shift=6.0, generator=_gen(4))
+    assert torch.allclose(a.xc + 6.0, b.xc) and torch.equal(a.yc, b.yc)
+
+
+def test_extrapolation_split_and_waves():
+    t = m.sample_gp_tasks(2, kernel="periodic", split="extrapolate", generator=_gen(0))
+    assert float(t.xc.max()) <= 0 and float(t.xq.min()) >= 0
+    for fn in (m.sample_sawtooth_tasks, m.sample_square_wave_tasks):
+        w = fn(3, noise_std=0.0, generator=_gen(1))
+        assert float(w.yc.abs().max()) <= 1 + 1e-6
+
+
+def test_oracle_beats_untrained_models():
+    task = m.sample_gp_tasks(8, generator=_gen(0))
+    orc = float(m.gp_oracle_loglik(task).mean())
+    for model in (m.CNP(hidden=16), m.ConvCNP(channels=8, n_layers=2, points_per_unit=16),
+                  m.SFConvCNP(channels=8, ffn_dim=16, n_blocks=1, groups=2), m.TEAttentionNP(embed_dim=8, n_heads=2)):
+        with torch.no_grad():
+            ll = float(model(task.xc, task.yc, task.xq).log_prob(task.yq).mean())
+        assert ll < orc
+
+
+# -- baselines -----------------------------------------------------------------------------------------
+
+def test_convcnp_data_grid_is_equivariant_fixed_grid_is_not():
+    torch.manual_seed(0)
+    conv = m.ConvCNP(channels=8, n_layers=2, points_per_unit=16)
+    fixed = m.ConvCNP(channels=8, n_layers=2, points_per_unit=16, grid="fixed", fixed_range=(-4.0, 8.0))
+    fixed.load_state_dict(conv.state_dict())
+    xc, yc, xq = _points(dtype=torch.float32)
+    with torch.no_grad():
+        e_data = (conv(xc + 1.03, yc, xq + 1.03).mean - conv(xc, yc, xq).mean).abs().max()
+        e_fixed = (fixed(xc + 1.03, yc, xq + 1.03).mean - fixed(xc, yc, xq).mean).abs().max()
+    assert float(e_data) < 1e-4 and float(e_fixed) > 1e-4
+    with pytest.raises(ValueError, match="xc"):
+        fixed(xc + 20, yc, xq + 20)
+
+
+def test_te_attention_is_equivariant_cnp_is_not():
+    torch.manual_seed(0)
+    att, cnp = m.TEAttentionNP(embed_dim=16, n_heads=2), m.CNP(hidden=16)
+    xc, yc, xq = _points(dtype=torch.float32)
+    with torch.no_grad():
+        assert float((att(xc + 2.5, yc, xq + 2.5).mean - att(xc, yc, xq).mean).abs().max()) < 1e-4
+        assert float((cnp(xc + 2.5, yc, xq + 2.5).mean - cnp(xc, yc, xq).mean).abs().max()) > 1e-4
+
+
+def test_training_reduces_the_loss_and_is_reproducible():
+    cfg = m.preset("smoke")
+    sampler = ex._sampler(cfg, m.sample_gp_tasks)
+    runs = []
+    for _ in range(2):
+        model = ex.make_model("sfconvcnp", cfg, seed=0)
+        runs.append(ex.train_np(model, sampler, 20, lr=3e-3, seed=0, progress=False)["loss"])
+    assert np.array_equal(runs[0], runs[1])
+    assert runs[0][-5:].mean() < runs[0][:5].mean()
+
+
+def test_effective_receptive_field_of_convcnp_is_local():
+    torch.manual_seed(0)
+    x = torch.linspace(-3, 3, 61)
+    conv = m.ConvCNP(channels=8, n_layers=3, points_per_unit=16)
+    sf = m.SFConvCNP(channels=8, ffn_dim=16, n_blocks=1, groups=2)
+    f_conv = ex.erf_far_fraction(m.effective_receptive_field(conv, x, n_samples=4), x)
+    f_sf = ex.erf_far_fraction(m.effective_receptive_field(sf, x, n_samples=4), x)
+    assert f_conv < 1e-6 < f_sf
+
+
+def test_time_vs_context_runs():
+    t = m.time_vs_context("sfconv", (16, 32), channels=8, m=8, repeats=1)
+    assert set(t) == {16, 32} and all(v > 0 for v in t.values())
+
+
+def test_operator_targets_are_quadratic_in_values():
+    """4 T(y/2) - T(y) - 3 T(0) is the linear part sum_n y_n k1(x - x_n) (the probe of NB1)."""
+    xc, yc, xq = _points(1, 5, 7, torch.float64)
+    lin = (4 * m.operator_targets(xc, 0.5 * yc, xq) - m.operator_targets(xc, yc, xq)
+           - 3 * m.operator_targets(xc, 0 * yc, xq))
+    u = xq - xc.transpose(1, 2)
+    k1 = (torch.exp(-0.5 * (u / 0.3) ** 2) * yc[..., 0].unsqueeze(1)).sum(-1, keepdim=True)
+    assert torch.allclose(lin, k1, atol=1e-10)
+
+
+# -- Sec. 9: bad inputs --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(max_freq=0.0, resolution=0.1), "max_freq"), (dict(max_freq=4.9, resolution=-0.1), "resolution"),
+    (dict(max_freq=True, resolution=0.1), "max_freq"), (dict(max_freq=(1.0, 2.0), resolution=0.1), "max_freq"),
+    (dict(max_freq=0.1, resolution=0.5), "resolution"),
+])
+def test_frequency_grid_bad_inputs(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        m.frequency_grid(dim=1, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(in_channels=3, out_channels=6, groups=4), "groups"),
+    (dict(in_channels=4, out_channels=4, groups=2, low_rank=5), "low_rank"),
+    (dict(in_channels=4, out_channels=4, groups=2, low_rank=0), "low_rank"),
+    (dict(in_channels=4, out_channels=4, init_lengthscale=0.0), "init_lengthscale"),
+])
+def test_conv_constructor_bad_inputs(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        m.SetFourierConv(1, **kwargs)
+
+
+def test_volterra_rank_must_be_positive():
+    with pytest.raises(ValueError, match="volterra_rank"):
+        m.SetFourierVolterraConv(1, 4, 4, volterra_rank=0)
+
+
+def test_conv_forward_bad_inputs():
+    conv = m.SetFourierConv(1, 4, 4, groups=2)
+    xc, _, xq = _points(dtype=torch.float32)
+    z = torch.randn(2, 9, 4)
+    with pytest.raises(ValueError, match="x_kv"):
+        conv(z, torch.cat([xc, xc], -1), xq)
+    with pytest.raises(ValueError, match="x_q"):
+        conv(z, xc, torch.cat([xq, xq], -1))
+    with pytest.raises(ValueError, match="z_kv"):
+        conv(z[:, :5], xc, xq)
+    with pytest.raises(ValueError, match="x_q"):
+        conv(z, xc, xq[:1])
+    with pytest.raises(ValueError, match="x_kv"):
+        conv(z[:, :0], xc[:, :0], xq)
+    with pytest.raises(ValueError, match="z_kv"):
+        conv(z.masked_fill(z > 1, float("nan")), xc, xq)
+    with pytest.raises(ValueError, match="span"):
+        conv(z, xc * 3, xq)                                   # span 18 >= period 10
+    with pytest.warns(UserWarning, match="span"):
+        m.SetFourierConv(1, 4, 4, groups=2, span_check="warn")(z, xc * 3, xq)
+
+
+def test_casting_keeps_imaginary_parts():
+    conv = m.SetFourierConv(1, 2, 2, groups=1)
+    xc, _, xq = _points(dtype=torch.float32)
+    z = torch.randn(2, 9, 2)
+    out32 = conv(z, xc, xq)
+    out64 = conv.double()(z.double(), xc.double(), xq.double())
+    assert float((out64 - out32.double()).abs().max()) < 1e-4
+
+
+def test_model_bad_inputs():
+    model = m.SFConvCNP(channels=8, ffn_dim=16, n_blocks=1, groups=2)
+    xc, yc, xq = _points(dtype=torch.float32)
+    with pytest.raises(ValueError, match="xc"):
+        model(xc[:, :0], yc[:, :0], xq)
+    with pytest.raises(ValueError, match="yc"):
+        model(xc, yc[:, :3], xq)
+    with pytest.raises(TypeError, match="xq"):
+        model(xc, yc, xq.long())
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(n_context=(-1, 5)), "n_context"), (dict(n_context=(10, 5)), "n_context"),
+    (dict(lengthscale_range=(0.0, 1.0)), "lengthscale_range"), (dict(period_range=(-1.0, 1.0)), "period_range"),
+    (dict(noise_std=-0.1), "noise_std"), (dict(kernel="cosine"), "kernel"), (dict(split="middle"), "split"),
+])
+def test_sampler_bad_inputs(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        m.sample_gp_tasks(2, generator=_gen(), **kwargs)
+
+
+def test_wave_sampler_bad_frequency():
+    with pytest.raises(ValueError, match="freq_range"):
+        m.sample_sawtooth_tasks(2, freq_range=(0.0, 1.0))
+
+
+# -- presets and the GPU ------------------------------------------------------------------------------
+
+def test_presets_build_every_model():
+    for scale in ("smoke", "book"):
+        cfg = m.preset(scale)
+        for name in ex.MODEL_LABELS:
+            assert m.n_params(ex.make_model(name, cfg)) > 0
+    cfg = m.preset("gpu")
+    assert cfg.sf["channels"] > m.preset("book").sf["channels"] and cfg.train_attention
+
+
+@pytest.mark.cuda
+def test_cuda_matches_cpu():
+    """SFConvCNP forward and one training step on cuda equal the CPU run."""
+    torch.manual_seed(0)
+    cpu = m.SFVConvCNP(channels=16, ffn_dim=32, n_blocks=2, groups=2)
+    gpu = m.SFVConvCNP(channels=16, ffn_dim=32, n_blocks=2, groups=2).cuda()
+    gpu.load_state_dict(cpu.state_dict())
+    task = m.sample_gp_tasks(4, generator=_gen(0))
+    out_c = cpu(task.xc, task.yc, task.xq)
+    t = task.to("cuda")
+    out_g = gpu(t.xc, t.yc, t.xq)
+    assert torch.allclose(out_c.mean, out_g.mean.cpu(), atol=1e-4)
+    assert torch.allclose(out_c.stddev, out_g.stddev.cpu(), atol=1e-4)
+    task_g = m.sample_gp_tasks(4, generator=_gen(0), device="cuda")
+    assert torch.allclose(task_g.yc.cpu(), task.yc, atol=1e-5)

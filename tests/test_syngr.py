@@ -1,0 +1,350 @@
+"""Unit identities (spec Sec. 8, claims 1-9) and bad inputs (Sec. 9) of icml26.syngr."""
+
+from __future__ import annotations
+
+import math
+
+import icml26.syngr as m
+import numpy as np
+import pytest
+import torch
+from icml26.syngr import experiments as ex
+from icml26.syngr.sequences import IMAGE, PROMPT, TEXT
+
+
+@pytest.fixture(scope="module")
+def world():
+    return ex.build_world(m.preset("smoke"))
+
+
+@pytest.fixture(scope="module")
+def model(world):
+    return ex.make_model(m.preset("smoke"), world.layout, "fused", 0).eval()
+
+
+def _small_batch(world, n=16):
+    return {k: v[:n] for k, v in world.batches["train"].items()}
+
+
+# -- claim 1: PID ----------------------------------------------------------------------------------
+
+def test_pid_gates():
+    xor = m.pid_williams_beer(m.gate_table("xor"))
+    assert xor["S"] == pytest.approx(1.0, abs=1e-12) and xor["R"] == 0 and xor["U1"] == 0 and xor["U2"] == 0
+    a = m.pid_williams_beer(m.gate_table("and"))
+    assert a["R"] == pytest.approx(0.3113, abs=1e-4) and a["S"] == pytest.approx(0.5, abs=1e-4)
+    assert a["U1"] == pytest.approx(0.0, abs=1e-12) and a["I12"] == pytest.approx(0.8113, abs=1e-4)
+    u = m.pid_williams_beer(m.gate_table("unique"))
+    assert u["U1"] == pytest.approx(1.0) and u["R"] == u["U2"] == u["S"] == 0
+
+
+@pytest.mark.parametrize("C", [2, 5, 8])
+def test_pid_syncat_is_pure_synergy(C):
+    d = m.pid_williams_beer(m.syncat_style_table(C))
+    assert d["S"] == pytest.approx(math.log2(C), abs=1e-9)
+    assert d["R"] == d["U1"] == d["U2"] == 0 and d["I1"] == d["I2"] == 0
+
+
+def test_pid_matches_dit():
+    pytest.importorskip("dit")
+    import dit
+    import dit.pid
+
+    rng = np.random.default_rng(0)
+    tables = [m.gate_table("xor"), m.gate_table("and"), m.gate_table("copy"), rng.dirichlet(np.ones(12)).reshape(2, 2, 3)]
+    for p in tables:
+        idx = np.argwhere(p > 0)
+        d = dit.Distribution([tuple(int(v) for v in i) for i in idx], [float(p[tuple(i)]) for i in idx])
+        ref = dit.pid.PID_WB(d, [[0], [1]], [2])
+        ours = m.pid_williams_beer(p)
+        assert ours["R"] == pytest.approx(ref.get_pi(((0,), (1,))), abs=1e-9)
+        assert ours["U1"] == pytest.approx(ref.get_pi(((0,),)), abs=1e-9)
+        assert ours["U2"] == pytest.approx(ref.get_pi(((1,),)), abs=1e-9)
+        assert ours["S"] == pytest.approx(ref.get_pi(((0, 1),)), abs=1e-9)
+
+
+def test_mutual_information_and_empirical_table():
+    p = np.array([[0.5, 0.0], [0.0, 0.5]])
+    assert m.mutual_information(p) == pytest.approx(1.0)
+    assert m.mutual_information(p, base=math.e) == pytest.approx(math.log(2))
+    t = m.empirical_table(np.array([0, 1, 0, 1]), np.array([0, 0, 1, 1]), np.array([0, 1, 1, 0]))
+    assert np.allclose(t, m.gate_table("xor"))
+
+
+def test_catalogue_style_has_no_single_modality_information(world):
+    a = world.cat.attrs
+    C = world.cat.cfg.n_styles
+    exact = m.syncat_style_table(C)
+    assert m.pid_williams_beer(exact)["I1"] == 0
+    assert np.array_equal(world.cat.style, (a["tone"] + a["motif"]) % C)
+    tup = np.stack([a[k] for k in ("category", "series", "tone", "motif", "background")], 1)
+    assert len(np.unique(tup, axis=0)) == world.cat.n_items
+
+
+# -- claim 2: contrastive loss ----------------------------------------------------------------------
+
+def test_contrastive_loss_closed_form():
+    g = torch.Generator().manual_seed(0)
+    z = [torch.randn(32, 8, generator=g) for _ in range(3)]
+    for tau in (0.07, 0.5, 2.0):
+        got = m.synergy_contrastive_loss(*z, tau=tau)
+        pos = torch.cosine_similarity(z[1], z[0], -1)
+        neg = torch.cosine_similarity(z[1], z[2], -1)
+        assert float(got) == pytest.approx(float(torch.nn.functional.softplus((neg - pos) / tau).mean()), abs=1e-6)
+    same = m.synergy_contrastive_loss(z[0], z[1], z[1].clone() * 3.0 + 0 * z[0], tau=0.07)
+    # cos(z_mask, z_uni) = cos(z_mask, z_ori) when z_ori and z_uni are parallel -> ln 2
+    par = m.synergy_contrastive_loss(z[0], z[1], 2.0 * z[0], tau=0.07)
+    assert float(par) == pytest.approx(math.log(2), abs=1e-6)
+    assert float(same) >= 0
+
+
+# -- claim 3: masking -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("strategy", ["saliency", "random", "non_dominant"])
+@pytest.mark.parametrize("r", [0.0, 0.3, 0.5, 0.99])
+def test_mask_counts_and_positions(world, model, strategy, r):
+    b = _small_batch(world, 64)
+    pm = world.layout.pos_modality()
+    sal, v = m.method.saliency_pass(model, b["input_ids"], b["valid"])
+    dom = m.dominant_modality(sal, pm, v)
+    ids, valid = m.mask_dominant_topr(b["input_ids"], sal, pm, v, dom, r, 0, strategy, torch.Generator().manual_seed(1))
+    dropped = v & ~valid
+    code = torch.where(dom == 0, TEXT, IMAGE)
+    if strategy == "non_dominant":
+        code = torch.where(dom == 0, IMAGE, TEXT)
+    cand = v & (pm[None] == code[:, None])
+    assert torch.equal(dropped.sum(1), torch.floor(r * cand.sum(1).double()).long())
+    assert not (dropped & ~cand).any()                       # only the chosen modality
+    assert not (dropped & (pm[None] == PROMPT)).any()        # never the prompt
+    assert (ids[dropped] == 0).all() and torch.equal(ids[~dropped], b["input_ids"][~dropped])
+    if r == 0.0:
+        assert torch.equal(ids, b["input_ids"]) and torch.equal(valid, v)
+    if strategy == "saliency" and r > 0:                      # the kept candidates are never more salient
+        for i in range(len(ids)):
+            if dropped[i].any() and (cand[i] & ~dropped[i]).any():
+                assert sal[i][dropped[i]].min() >= sal[i][cand[i] & ~dropped[i]].max()
+
+
+def test_unimodal_view(world):
+    b = _small_batch(world)
+    pm = world.layout.pos_modality()
+    keep = torch.tensor([0, 1] * 8)
+    ids, valid = m.unimodal_view(b["input_ids"], pm, b["valid"], keep)
+    for i in range(16):
+        gone = pm == (IMAGE if keep[i] == 0 else TEXT)
+        assert not valid[i][gone].any() and (ids[i][gone] == 0).all()
+        assert torch.equal(ids[i][~gone], b["input_ids"][i][~gone])
+
+
+# -- claim 4: SynGR reduces to the NLL --------------------------------------------------------------
+
+def test_syngr_loss_reduces_to_nll(world, model):
+    b = _small_batch(world, 32)
+    cfg = m.SynGRConfig(alpha=0.0, mask_ratio=0.0, use_uni_nll=False, use_mask_nll=False)
+    loss, _ = m.syngr_loss(model, b, cfg)
+    ref, _ = m.nll_loss(model, b)
+    assert float(loss.detach()) == pytest.approx(float(ref.detach()), abs=1e-6)
+    full, logs = m.syngr_loss(model, b, m.SynGRConfig())
+    assert math.isfinite(float(full.detach())) and 0 <= logs["text_dominant"] <= 1
+
+
+# -- claim 5: tokenizer -----------------------------------------------------------------------------
+
+def test_rq_kmeans_properties(world):
+    X = world.cat.text_feat
+    cb = m.fit_rq_kmeans(X, levels=3, K=8, seed=0, n_init=2, iters=10)
+    codes = m.rq_encode(cb, X)
+    norms = m.residual_norms(cb, X)
+    assert np.all(np.diff(norms) <= 1e-6)                    # residual norms non-increasing
+    z = (X - cb.mean) / cb.scale
+    rec = m.rq_decode(cb, codes)
+    r = z.copy()                                             # greedy nearest-residual approximation
+    for d, C in enumerate(cb.centers):
+        r = r - C[codes[:, d]]
+        assert np.array_equal(codes[:, d], ((r + C[codes[:, d]])[:, None, :] - C[None]).__pow__(2).sum(-1).argmin(1))
+    assert np.allclose(z - rec, r, atol=1e-4)
+    assert np.allclose(m.rq_decode(cb, codes, standardised=False), rec * cb.scale + cb.mean)
+
+
+def test_suffix_and_collision_rate():
+    t = np.array([[0, 1], [0, 1], [0, 1], [2, 3]])
+    v = np.array([[1, 1], [1, 1], [2, 2], [0, 0]])
+    ids = m.assign_semantic_ids(t, v)
+    assert len(np.unique(ids.joint, axis=0)) == 4 and list(ids.suffix) == [0, 1, 0, 0]
+    st = m.codebook_stats(np.concatenate([t, v], 1), 4)
+    assert st["collision_rate"] == pytest.approx(1 - 3 / 4)
+    assert m.attribute_recoverability(t, np.array([0, 0, 1, 1])) == pytest.approx(0.75)
+
+
+def test_world_ids_unique(world):
+    assert len(np.unique(world.ids.joint, axis=0)) == world.cat.n_items
+
+
+# -- claim 6: constrained beam search ---------------------------------------------------------------
+
+def test_beam_search_matches_brute_force():
+    out = ex.beam_check(m.preset("smoke"))
+    assert out["all_valid"] and out["same_order"] and out["max_abs_diff"] < 1e-5
+    # the probabilities of all items sum to one (a proper distribution over valid identifiers)
+    assert torch.allclose(out["brute_scores"].exp().sum(1), torch.ones(out["brute_scores"].shape[0]), atol=1e-5)
+
+
+def test_beam_search_only_valid(world, model):
+    b = {k: v[:8] for k, v in world.batches["test"].items()}
+    items, scores = m.constrained_beam_search(model, b, world.trie, beam=10)
+    assert ((items >= 0) & (items < world.cat.n_items)).all()
+    assert (scores[:, :-1] >= scores[:, 1:] - 1e-6).all()
+    for row in items:
+        assert len(set(row.tolist())) == len(row)
+
+
+# -- claim 7: metrics -------------------------------------------------------------------------------
+
+def test_metrics_hand_computed():
+    ranks = np.array([1, 3, 0, 12, 5])
+    assert m.recall_at_k(ranks, 1) == pytest.approx(0.2)
+    assert m.recall_at_k(ranks, 5) == pytest.approx(0.6)
+    assert m.ndcg_at_k(ranks, 5) == pytest.approx((1 + 1 / math.log2(4) + 1 / math.log2(6)) / 5)
+    for k in range(1, 15):
+        assert m.ndcg_at_k(ranks, k) <= m.recall_at_k(ranks, k) + 1e-12
+        assert m.recall_at_k(ranks, k) <= m.recall_at_k(ranks, k + 1)
+        assert m.ndcg_at_k(ranks, k) <= m.ndcg_at_k(ranks, k + 1)
+    r = m.ranks_from_beams(torch.tensor([[4, 2, 7], [1, 2, 3]]), torch.tensor([7, 9]))
+    assert list(r) == [3, 0]
+
+
+# -- claim 8: pair shuffle --------------------------------------------------------------------------
+
+def test_pair_shuffle_keeps_multisets(world):
+    b = world.batches["test"]
+    pm = world.layout.pos_modality()
+    ids, valid = m.pair_shuffle(b["input_ids"], b["valid"], world.layout, torch.Generator().manual_seed(0))
+    assert torch.equal(valid, b["valid"])
+    for code in (TEXT, IMAGE):
+        sel = pm == code
+        assert torch.equal(ids[:, sel].sort(1).values, b["input_ids"][:, sel].sort(1).values)
+    assert torch.equal(ids[:, pm == TEXT], b["input_ids"][:, pm == TEXT])
+    assert not torch.equal(ids, b["input_ids"])            # some pairings do change
+
+
+def test_pair_shuffle_diagnostic_zero_for_text_model(world):
+    cfg = m.preset("smoke")
+    mdl = ex.make_model(cfg, world.layout, "text", 0).eval()
+    b = {k: v[:32] for k, v in world.batches["test"].items()}
+    rel = m.synergy_reliance(mdl, b, world.trie, beam=10)
+    assert rel["delta_syn"] == 0.0
+
+
+# -- claim 9: saliency ------------------------------------------------------------------------------
+
+def test_saliency_rows_sum_to_one():
+    g = torch.Generator().manual_seed(0)
+    A = torch.softmax(torch.randn(4, 3, 10, 10, generator=g), -1)
+    valid = torch.rand(4, 10, generator=g) > 0.3
+    valid[:, 0] = True
+    s = m.token_saliency(A, valid)
+    assert torch.allclose(s.sum(1), torch.ones(4), atol=1e-6)
+    ref = torch.stack([A[i].mean(0)[valid[i]].mean(0) for i in range(4)])
+    assert torch.allclose(s, ref, atol=1e-6)
+
+
+def test_dominant_ties_go_to_text():
+    pm = torch.tensor([PROMPT, TEXT, TEXT, IMAGE, IMAGE])
+    sal = torch.tensor([[0.2, 0.2, 0.2, 0.2, 0.2], [0.0, 0.1, 0.1, 0.4, 0.4]])
+    assert m.dominant_modality(sal, pm, torch.ones(2, 5, dtype=torch.bool)).tolist() == [0, 1]
+
+
+# -- data: oracles, splits ---------------------------------------------------------------------------
+
+def test_split_and_oracles(world):
+    inter = world.inter
+    sp = world.split
+    assert len(sp["test"]) == min(m.preset("smoke").n_eval, len(inter.lengths))
+    assert np.all(sp["train"].pos <= inter.lengths[sp["train"].user] - 3)
+    assert np.all(sp["test"].hist[:, -1] == inter.seqs[sp["test"].user, sp["test"].pos - 1])
+    bayes = m.oracle_ranks(world.cat, inter, sp["test"], "bayes")
+    assert bayes.min() >= 1 and bayes.max() <= world.cat.n_items
+
+
+# -- bad inputs (Sec. 9) -------------------------------------------------------------------------------
+
+def test_bad_inputs(world, model):
+    with pytest.raises(ValueError, match="mask_ratio"):
+        m.SynGRConfig(mask_ratio=1.0)
+    with pytest.raises(ValueError, match="alpha"):
+        m.SynGRConfig(alpha=-0.1)
+    with pytest.raises(ValueError, match="tau"):
+        m.SynGRConfig(tau=0.0)
+    with pytest.raises(ValueError, match="uni_view"):
+        m.SynGRConfig(uni_view="both")
+    with pytest.raises(ValueError, match="masking"):
+        m.SynGRConfig(masking="all")
+    with pytest.raises(ValueError, match="history_mode"):
+        m.build_inputs(world.split["test"], world.ids, world.layout, "audio")
+    with pytest.raises(ValueError, match="id_mode"):
+        ex.build_world(m.preset("smoke"), id_mode="bytes")
+    with pytest.raises(ValueError, match="kind"):
+        m.oracle_ranks(world.cat, world.inter, world.split["test"], "perfect")
+    with pytest.raises(ValueError, match="beam"):
+        m.evaluate(model, {k: v[:4] for k, v in world.batches["test"].items()}, world.trie, beam=5, ks=(5, 10))
+    with pytest.raises(ValueError, match="beam"):
+        m.constrained_beam_search(model, world.batches["test"], world.trie, beam=0)
+    with pytest.raises(ValueError, match="k must"):
+        m.recall_at_k(np.array([1, 2]), 0)
+    with pytest.raises(ValueError, match="levels"):
+        m.fit_rq_kmeans(world.cat.text_feat, levels=0)
+    with pytest.raises(ValueError, match="K="):
+        m.fit_rq_kmeans(world.cat.text_feat[:5], K=8)
+    bad = world.cat.text_feat.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        m.fit_rq_kmeans(bad)
+    with pytest.raises(ValueError, match="input_ids"):
+        m.sequences.check_inputs(world.batches["test"]["input_ids"][:, :-1], world.batches["test"]["valid"][:, :-1],
+                                 world.layout)
+    ids = world.batches["test"]["input_ids"].clone()
+    ids[0, 0] = 10_000
+    with pytest.raises(ValueError, match="vocabulary"):
+        m.sequences.check_inputs(ids, world.batches["test"]["valid"], world.layout)
+    with pytest.raises(ValueError, match="n_items"):
+        m.CatalogueConfig(n_items=10_000, n_categories=2, n_series=2, n_styles=4, n_backgrounds=2)
+    with pytest.raises(ValueError, match="n_styles"):
+        m.CatalogueConfig(n_styles=1)
+    with pytest.raises(ValueError, match="min_len"):
+        m.InteractionConfig(min_len=2)
+    with pytest.raises(ValueError, match="sum to 1"):
+        m.pid_williams_beer(np.full((2, 2, 2), 0.2))
+    with pytest.raises(ValueError, match="non-negative"):
+        m.pid_williams_beer(np.array([[[0.5, -0.25], [0.25, 0.5]], [[0, 0], [0, 0]]]))
+    with pytest.raises(ValueError, match="3-D"):
+        m.pid_williams_beer(np.full((2, 2), 0.25))
+    with pytest.raises(ValueError, match="same N"):
+        m.assign_semantic_ids(np.zeros((3, 2), int), np.zeros((4, 2), int))
+    with pytest.raises(ValueError, match="name"):
+        m.gate_table("nand")
+
+
+def test_zero_valid_history_raises(world):
+    sp = world.split["test"].subset(np.arange(3))
+    sp.hist[1] = -1
+    with pytest.raises(ValueError, match="zero valid items"):
+        m.build_inputs(sp, world.ids, world.layout)
+
+
+# -- CUDA ---------------------------------------------------------------------------------------------
+
+@pytest.mark.cuda
+def test_cuda_matches_cpu(world):
+    cfg = m.preset("smoke")
+    b = _small_batch(world, 32)
+    out = {}
+    for dev in ("cpu", "cuda"):
+        mdl = ex.make_model(cfg, world.layout, "fused", 0).to(dev).eval()
+        bb = {k: v.to(dev) for k, v in b.items()}
+        loss, _ = m.syngr_loss(mdl, bb, m.SynGRConfig(), torch.Generator().manual_seed(0))
+        items, _ = m.constrained_beam_search(mdl, {k: v[:8] for k, v in world.batches["test"].items()},
+                                             world.trie.to(dev), beam=10)
+        world.trie.to("cpu")
+        out[dev] = (float(loss.detach()), items)
+    assert out["cpu"][0] == pytest.approx(out["cuda"][0], rel=1e-4)
+    assert torch.equal(out["cpu"][1], out["cuda"][1])

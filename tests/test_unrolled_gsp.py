@@ -1,0 +1,395 @@
+"""Unit identities (spec Sec. 8) and bad inputs (Sec. 9) of icml26.unrolled_gsp."""
+
+from __future__ import annotations
+
+import icml26.unrolled_gsp as m
+import numpy as np
+import pytest
+import torch
+from icml26.unrolled_gsp import experiments as ex
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+D = torch.float64
+
+
+def _gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.fixture(scope="module")
+def road():
+    data = m.simulate_traffic(12, days=3, seed=0)
+    nbr = m.knn_neighbors(data.dist, 4, symmetric=True)
+    return data, nbr
+
+
+def _ops(nbr, B=2, T=10, V=3, H=2, seed=0):
+    g = _gen(seed)
+    N, K = nbr.shape
+    raw_u = torch.rand(B, T, N, K, H, generator=g, dtype=D) + 0.1
+    # symmetric raw weights: w~_ij = w~_ji through a symmetric random matrix
+    S = torch.rand(B, T, H, N, N, generator=g, dtype=D)
+    S = S + S.transpose(-1, -2)
+    raw_u = torch.gather(S.permute(0, 1, 3, 4, 2), 3, nbr.clamp_min(0)[None, None, :, :, None].expand(B, T, N, K, H))
+    Lu = m.SpatialOperator(nbr, m.normalise_spatial(raw_u, nbr))
+    raw_d = torch.rand(B, T - 1, V, N, H, generator=g, dtype=D) + 0.1
+    Ld = m.DirectedTemporalOperator(m.normalise_directed(raw_d))
+    return Lu, Ld, raw_d
+
+
+# ---------------------------------------------------------------------------------------------
+# operators
+# ---------------------------------------------------------------------------------------------
+def test_directed_annihilates_constants_and_adjoint(road):
+    _, nbr = road
+    Lu, Ld, _ = _ops(nbr)
+    ones = torch.ones(2, 10, 12, 2, dtype=D)
+    assert float(Ld.apply(ones).abs().max()) < 1e-12
+    g = _gen(1)
+    x, v = torch.randn(2, 10, 12, 2, generator=g, dtype=D), torch.randn(2, 10, 12, 2, generator=g, dtype=D)
+    lhs = (Ld.apply(x) * v).sum()
+    rhs = (x * Ld.apply_T(v)).sum()
+    assert abs(float(lhs - rhs)) <= 1e-5 * abs(float(lhs))
+    # adjoint against the dense matrix as well
+    L1 = m.DirectedTemporalOperator(m.normalise_directed(torch.rand(1, 9, 3, 12, 1, generator=g, dtype=D)))
+    A = m.dense_matrix(L1.apply, 10, 12)
+    At = m.dense_matrix(L1.apply_T, 10, 12)
+    assert torch.allclose(A.T, At, atol=1e-12)
+
+
+def test_spatial_symmetric_psd_spectrum(road):
+    _, nbr = road
+    Lu, _, _ = _ops(nbr, B=1, T=1, H=1)
+    A = m.dense_matrix(Lu.apply, 1, 12)
+    assert torch.allclose(A, A.T, atol=1e-12)
+    ev = torch.linalg.eigvalsh(A)
+    assert float(ev.min()) > -1e-10 and float(ev.max()) < 2 + 1e-10
+
+
+def test_sparse_and_dense_spatial_paths_agree(road, monkeypatch):
+    _, nbr = road
+    Lu, _, _ = _ops(nbr)
+    x = torch.randn(2, 10, 12, 2, generator=_gen(3), dtype=D)
+    a = Lu.apply(x)
+    monkeypatch.setattr(m.SpatialOperator, "DENSE_MAX", 0)
+    Lu2 = m.SpatialOperator(nbr, Lu.weights)
+    assert Lu2.dense is None
+    assert torch.allclose(a, Lu2.apply(x), atol=1e-12)
+
+
+def test_knn_symmetric():
+    data = m.simulate_traffic(16, days=1, seed=2)
+    nbr = m.knn_neighbors(data.dist, 5, symmetric=True)
+    A = np.zeros((16, 16), dtype=bool)
+    for i in range(16):
+        for j in nbr[i][nbr[i] >= 0].tolist():
+            A[i, j] = True
+    assert (A == A.T).all() and not A.diagonal().any()
+    plain = m.knn_neighbors(data.dist, 5, symmetric=False)
+    assert plain.shape == (16, 5) and torch.equal(plain, nbr[:, :5])
+
+
+def test_directed_weights_sum_to_one_and_mask_before_window(road):
+    data, nbr = road
+    T, V, H = 24, 6, 2
+    glm = m.GraphLearningModule(H, 6, V, nbr, T)
+    f = torch.randn(3, T, 12, H, 6, generator=_gen(4))
+    wu, wd = glm(f)
+    assert wd.shape == (3, T - 1, V, 12, H) and wu.shape == (3, T, 12, nbr.shape[1], H)
+    assert torch.allclose(wd.sum(2), torch.ones(3, T - 1, 12, H), atol=1e-6)
+    for t in range(1, T):
+        for k in range(1, V + 1):
+            if t - k < 0:
+                assert float(wd[:, t - 1, k - 1].detach().abs().max()) == 0.0
+
+
+def test_ut_operator_symmetric_psd(road):
+    _, nbr = road
+    _, _, raw_d = _ops(nbr, B=1, H=1)
+    Ln = m.UndirectedTemporalOperator(raw_d)
+    A = m.dense_matrix(Ln.apply, 10, 12)
+    assert torch.allclose(A, A.T, atol=1e-12)
+    assert float(torch.linalg.eigvalsh(A).min()) > -1e-10
+
+
+# ---------------------------------------------------------------------------------------------
+# prox and CG
+# ---------------------------------------------------------------------------------------------
+def test_soft_threshold_is_l1_prox():
+    v = torch.linspace(-3, 3, 61, dtype=D)
+    grid = torch.linspace(-4, 4, 80001, dtype=D)
+    for kappa in (0.0, 0.3, 1.0, 2.5):
+        brute = grid[((grid[None] - v[:, None]) ** 2 / 2 + kappa * grid.abs()[None]).argmin(1)]
+        assert float((m.soft_threshold(v, kappa) - brute).abs().max()) <= 2e-4
+
+
+def test_exact_cg_solves_n_dim_system_in_n_steps():
+    g = _gen(5)
+    n = 8
+    Q = torch.randn(n, n, generator=g, dtype=D)
+    A = Q @ Q.T + 0.5 * torch.eye(n, dtype=D)
+    b = torch.randn(1, n, 1, 1, generator=g, dtype=D)
+
+    def op(v):
+        return (A @ v.reshape(v.shape[0], n).T).T.reshape(v.shape)
+    x = m.unrolled_cg(op, b, torch.zeros_like(b), mode="exact", n_steps=n)
+    assert float((op(x) - b).abs().max()) < 1e-8
+
+
+# ---------------------------------------------------------------------------------------------
+# ADMM: stationarity of each update, closed form, cvxpy
+# ---------------------------------------------------------------------------------------------
+def _toy(road, T=12, t_in=6):
+    data, nbr = road
+    Lu = m.SpatialOperator(nbr, m.distance_spatial_weights(data.dist, nbr))
+    Ld = m.DirectedTemporalOperator(m.decaying_temporal_weights(T, 12, 3))
+    y = torch.as_tensor((data.values[100:100 + t_in] - 55) / 9, dtype=D)[None]
+    return Lu, Ld, y
+
+
+def test_admm_updates_are_stationary(road):
+    Lu, Ld, y = _toy(road)
+    T, t_in = 12, 6
+    ypad = torch.zeros(1, T, 12, 1, dtype=D)
+    ypad[:, :t_in, :, 0] = y
+    obs = torch.zeros_like(ypad)
+    obs[:, :t_in] = 1
+    p = {"mu_u": 0.7, "mu_d1": 0.4, "mu_d2": 1.3, "rho": 0.9, "rho_u": 1.1, "rho_d": 0.8}
+    g = _gen(6)
+    s = m.admm_init(torch.randn(1, T, 12, 1, generator=g, dtype=D), Ld)
+    s = {k: v + 0.1 * torch.randn(v.shape, generator=g, dtype=D) for k, v in s.items()}
+
+    def solve(name, A, b, x0):
+        return m.cg_solve(A, b, x0, tol=1e-14, maxiter=2000)
+    new = m.admm_step(s, ypad, obs, Lu, Ld, Ld, p, solve)
+    # x-update: gradient of the augmented Lagrangian in x at (x_new, old z, old phi, old multipliers) = 0
+    for var, fixed in (("x", {}), ("zu", {"x": new["x"]}), ("zd", {"x": new["x"]})):
+        st = dict(s, **fixed)
+        st[var] = new[var].clone().requires_grad_(True)
+        grad, = torch.autograd.grad(m.augmented_lagrangian(st, ypad, obs, Lu, Ld, p), st[var])
+        assert float(grad.abs().max()) < 1e-5, var
+    # phi-update: 0 in the subdifferential: mu_d1 sign(phi) + g + rho (phi - Lx) (|.| <= mu_d1 where phi = 0)
+    Lx = Ld.apply(new["x"])
+    r = s["g"] + p["rho"] * (new["phi"] - Lx)
+    nz = new["phi"] != 0
+    assert float((r[nz] + p["mu_d1"] * torch.sign(new["phi"][nz])).abs().max()) < 1e-10
+    assert float(r[~nz].abs().max()) <= p["mu_d1"] + 1e-10
+
+
+def test_admm_matches_closed_form_and_residuals(road):
+    Lu, Ld, y = _toy(road)
+    x, h = m.admm_solve(y, 6, Lu, Ld, 1.0, 0.0, 1.0, iters=400, return_history=True)
+    xc = m.closed_form(y, 6, Lu, Ld, 1.0, 1.0)
+    assert float((x - xc).abs().max()) < 1e-6
+    assert h["primal"][-1] < 1e-6 and h["dual"][-1] < 1e-6
+
+
+def test_admm_matches_cvxpy_objective():
+    pytest.importorskip("cvxpy")
+    cfg = m.preset("smoke")
+    r = ex.admm_study(cfg)
+    assert r["cvxpy_rel_gap"] < 1e-5
+    assert r["closed_form_err"] < 1e-6
+    assert r["l1"]["hist"]["primal"][-1] < 1e-6 and r["l1"]["hist"]["dual"][-1] < 1e-6
+
+
+def test_no_dgtv_classical_equals_full_with_zero_mu_d1(road):
+    Lu, Ld, y = _toy(road)
+    x_full = m.admm_solve(y, 6, Lu, Ld, 1.0, 0.0, 1.0, iters=400)
+    # same problem through admm_step without the phi split
+    T = 12
+    ypad = torch.zeros(1, T, 12, 1, dtype=D)
+    ypad[:, :6, :, 0] = y
+    obs = torch.zeros_like(ypad)
+    obs[:, :6] = 1
+    p = {"mu_u": 1.0, "mu_d1": 0.0, "mu_d2": 1.0, "rho": 1.0, "rho_u": 1.0, "rho_d": 1.0}
+    s = m.admm_init(ypad.clone(), Ld)
+    for _ in range(400):
+        s = m.admm_step(s, ypad, obs, Lu, Ld, Ld, p, lambda n, A, b, x0: m.cg_solve(A, b, x0), use_dgtv=False)
+    assert float((s["x"][..., 0] - x_full).abs().max()) < 1e-5
+
+
+# ---------------------------------------------------------------------------------------------
+# the unrolled model
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bench():
+    cfg = m.preset("smoke")
+    return cfg, ex.make_benchmark(cfg)
+
+
+def _batch(bench, n=4):
+    cfg, b = bench
+    tr = b["windows"]["train"]
+    return tr["x"][:n, :cfg.t_in], tr["tod"][:n], tr["dow"][:n], tr["mask"][:n, :cfg.t_in]
+
+
+def test_model_shape_and_parameter_count(bench):
+    cfg, b = bench
+    model = ex.build_model(cfg, b)
+    y, tod, dow, mk = _batch(bench)
+    out = model(y, tod, dow, mk)
+    assert out.shape == (4, cfg.t_in + cfg.t_out, cfg.n_nodes)
+    assert torch.isfinite(out).all()
+    assert 1000 < m.count_parameters(model) < 5000
+
+
+def test_no_dglr_never_solves_zd(bench):
+    cfg, b = bench
+    model = ex.build_model(cfg, b, ablation="no_dglr")
+    model(*_batch(bench))
+    assert all(blk.solves["d"] == 0 and blk.solves["x"] > 0 for blk in model.blocks)
+    assert all("rho_d" not in blk.admm and "mu_d2" not in blk.admm for blk in model.blocks)
+
+
+def test_no_dgtv_output_independent_of_mu_d1(bench):
+    cfg, b = bench
+    full = ex.build_model(cfg, b)
+    with torch.no_grad():       # a threshold mu_d1 / rho small enough for phi to leave the dead zone
+        for blk in full.blocks:
+            blk.admm["mu_d1"].fill_(0.02)
+    out = full(*_batch(bench)).sum()
+    g = torch.autograd.grad(out, full.blocks[0].admm["mu_d1"])[0]
+    assert float(g.abs().sum()) > 0
+    nod = ex.build_model(cfg, b, ablation="no_dgtv")
+    assert all("mu_d1" not in blk.admm for blk in nod.blocks)
+    assert torch.isfinite(nod(*_batch(bench))).all()
+
+
+def test_ablation_variants_run(bench):
+    cfg, b = bench
+    for ov in ({"ablation": "ut"}, {"learn_graphs": False}, {"extrapolator": "scratch"},
+               {"extrapolator": "last_value"}):
+        model = ex.build_model(cfg, b, **ov)
+        assert torch.isfinite(model(*_batch(bench))).all()
+
+
+def test_clamp_keeps_parameters_in_range(bench):
+    cfg, b = bench
+    model = ex.build_model(cfg, b)
+    with torch.no_grad():
+        for blk in model.blocks:
+            for v in blk.cg.values():
+                v.fill_(5.0)
+            for v in blk.admm.values():
+                v.fill_(-1.0)
+    model.clamp_()
+    for blk in model.blocks:
+        assert all(float(v.detach().max()) <= 1.2 + 1e-6 for v in blk.cg.values())
+        assert all(float(v.detach().min()) >= 1e-3 - 1e-9 for v in blk.admm.values())
+
+
+def test_training_reconstruction_better_than_forecast(bench):
+    cfg, b = bench
+    r = ex.run_unrolled(cfg, b, epochs=1)
+    assert r["eval"]["recon_rmse"] < r["eval"]["rmse"]
+    assert np.isfinite(r["hist"]["train_loss"][-1])
+
+
+# ---------------------------------------------------------------------------------------------
+# generator
+# ---------------------------------------------------------------------------------------------
+def test_generator_statistics():
+    data = m.simulate_traffic(20, days=4, seed=0, missing=0.02)
+    assert data.values.shape == (288 * 4, 20)
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+    g = csr_matrix((np.ones(len(data.edges)), (data.edges[:, 0], data.edges[:, 1])), shape=(20, 20))
+    assert connected_components(g, directed=False)[0] == 1
+    assert abs((~data.mask).mean() - 0.02) <= 0.002
+    corr = m.residual_correlations(data, max_hops=4)
+    assert corr["hop"][1] > corr["hop"][4]
+
+
+def test_windows_split_and_stats():
+    data = m.simulate_traffic(12, days=3, seed=1)
+    w = m.make_windows(data, 12, 12, 3)
+    assert w["train"]["x"].shape[1:] == (24, 12)
+    assert int(w["train"]["start"].max()) + 24 <= int(w["val"]["start"].min())
+
+
+# ---------------------------------------------------------------------------------------------
+# bad inputs (spec Sec. 9)
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kw", [dict(t_in=0), dict(t_out=0), dict(interval=0), dict(interval=24), dict(k=0),
+                                dict(k=12), dict(n_heads=0), dict(channels=0), dict(n_iter=0),
+                                dict(cg_iters=0), dict(ablation="simple?"), dict(extrapolator="magic")])
+def test_model_bad_arguments(road, kw):
+    _, nbr = road
+    with pytest.raises(ValueError):
+        m.UnrolledGSPForecaster(12, nbr, **kw)
+
+
+def test_model_bad_inputs(bench):
+    cfg, b = bench
+    model = ex.build_model(cfg, b)
+    y, tod, dow, mk = _batch(bench)
+    with pytest.raises(ValueError, match="y"):
+        model(y[:, :5], tod, dow)
+    with pytest.raises(ValueError, match="y"):
+        model(y[..., :5], tod, dow)
+    with pytest.raises(ValueError, match="finite"):
+        model(torch.full_like(y, float("nan")), tod, dow)
+    with pytest.raises(ValueError, match="tod"):
+        model(y, tod[:, :5], dow)
+    bad = b["nbr"].clone()
+    bad[0, 0] = 99
+    with pytest.raises(ValueError, match="neighbors"):
+        m.UnrolledGSPForecaster(cfg.n_nodes, bad)
+
+
+def test_admm_bad_parameters(road):
+    Lu, Ld, y = _toy(road)
+    for kw in (dict(mu_u=-1.0), dict(mu_d1=-0.1), dict(mu_d2=-2.0)):
+        args = {**dict(mu_u=1.0, mu_d1=0.0, mu_d2=1.0), **kw}
+        with pytest.raises(ValueError, match=next(iter(kw))):
+            m.admm_solve(y, 6, Lu, Ld, **args)
+    for kw in (dict(rho=0.0), dict(rho_u=-1.0), dict(rho_d=0.0)):
+        with pytest.raises(ValueError, match=next(iter(kw))):
+            m.admm_solve(y, 6, Lu, Ld, 1.0, 0.0, 1.0, **kw)
+    with pytest.raises(ValueError, match="t_in"):
+        m.admm_solve(y, 5, Lu, Ld, 1.0, 0.0, 1.0)
+    with pytest.raises(ValueError, match="finite"):
+        m.admm_solve(torch.full_like(y, float("inf")), 6, Lu, Ld, 1.0, 0.0, 1.0)
+
+
+@pytest.mark.parametrize("kw", [dict(n_nodes=3), dict(days=0), dict(missing=0.5), dict(missing=-0.1),
+                                dict(incident_rate=-1.0), dict(kind="density")])
+def test_generator_bad_arguments(kw):
+    with pytest.raises(ValueError):
+        m.simulate_traffic(**{"n_nodes": 8, "days": 1, **kw})
+
+
+def test_windows_and_knn_bad_arguments():
+    data = m.simulate_traffic(8, days=1, seed=0)
+    with pytest.raises(ValueError, match="split"):
+        m.make_windows(data, split=(0.5, 0.2, 0.2))
+    short = m.RoadTraffic(data.values[:10], data.mask[:10], data.coords, data.edges, data.edge_length, data.dist,
+                          data.time_of_day[:10], data.day_of_week[:10])
+    with pytest.raises(ValueError, match="shorter"):
+        m.make_windows(short)
+    with pytest.raises(ValueError, match="k"):
+        m.knn_neighbors(data.dist, 8)
+    d = data.dist.copy()
+    d[0, 1:] = np.inf
+    d[1:, 0] = np.inf
+    with pytest.warns(UserWarning, match="disconnected"):
+        m.knn_neighbors(d, 2, symmetric=True)
+
+
+def test_soft_threshold_bad_kappa():
+    with pytest.raises(ValueError, match="kappa"):
+        m.soft_threshold(torch.ones(3), -1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# CUDA
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.cuda
+def test_cuda_matches_cpu(bench):
+    cfg, b = bench
+    model = ex.build_model(cfg, b)
+    y, tod, dow, mk = _batch(bench)
+    cpu = model(y, tod, dow, mk)
+    gpu = model.to("cuda")(y.cuda(), tod.cuda(), dow.cuda(), mk.cuda()).cpu()
+    assert torch.allclose(cpu, gpu, atol=1e-4, rtol=1e-4)
