@@ -15,8 +15,12 @@ import icml26.causcale as cz
 import icml26.cgmt as cg
 import icml26.context_tuning as ctx  # context-tuning
 import icml26.dp_c4 as dpc4
+import icml26.dynvla as dynvla  # dynvla
+import icml26.focusing as foc  # focusing
 import icml26.paced_rl as prl
+import icml26.pdrf as pdrf_m  # pdrf
 import icml26.precond_delta as pd
+import icml26.protein_tokens as ptok  # protein-tokens
 import icml26.sfconvcnp as sfc  # sfconvcnp
 import icml26.syngr as syngr  # syngr
 import icml26.unrolled_gsp as ugsp
@@ -32,6 +36,7 @@ from icml26.special import method as sp
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 _gen = torch.Generator().manual_seed(0)
+PDRF_NET = pdrf_m.CondUNet(2, 2, base=8, mults=(1, 2))  # pdrf
 B, T = 3, 5
 LOGP = -1.0 - torch.rand(B, T, generator=_gen)
 N_CLIENTS, P = 4, 6
@@ -64,7 +69,27 @@ CTX_MODEL = ctx.TinyICLTransformer(d_model=16, n_layers=2, n_heads=2).eval()
 CTX_T = ctx.sample_tasks(2, 4, 3, ctx.ICLTaskConfig(), torch.Generator().manual_seed(0))
 CTX_D = dict(x_demo=CTX_T["x_demo"], y_demo=CTX_T["y_demo"])
 
+# protein-tokens
+PTOK_MODEL = ptok.DiffusionTokenizer(ptok.TokenizerConfig(d_enc=8, n_enc=1, d_dec=8, n_dec=1, n_heads=2, n_tokens=4,
+                                                          max_len=48)).eval()
+PTOK_X = ptok.make_backbones(2, 40, seed=0)["CA"]
+
 CASES = [
+    # protein-tokens
+    Case("protein_tokens.make_backbones", ptok.make_backbones, dict(n=4, length=40, seed=0, noise_deg=6.0),
+         args=("n", "length", "noise_deg")),
+    Case("protein_tokens.kabsch_rmsd", ptok.kabsch_rmsd, dict(p=PTOK_X + 0.1, q=PTOK_X), args=("p", "q")),
+    Case("protein_tokens.center_and_scale", ptok.center_and_scale, dict(x=PTOK_X, scale=10.0), args=("x", "scale")),
+    Case("protein_tokens.nested_keep_mask", ptok.nested_keep_mask,
+         dict(lengths=torch.tensor([40, 40]), n_tokens=16, n_size=1, p_uncond=0.05),
+         args=("n_tokens", "n_size", "p_uncond")),
+    Case("protein_tokens.TokenizerConfig", ptok.TokenizerConfig,
+         dict(d_enc=8, n_tokens=4, window=4, p_uncond=0.05, n_size=1), args=("d_enc", "n_tokens", "window", "p_uncond",
+                                                                              "n_size")),
+    Case("protein_tokens.FSQ", ptok.FSQ, dict(levels=(8, 5, 5, 5), dim=8), args=("levels", "dim")),
+    Case("protein_tokens.decode", PTOK_MODEL.decode,
+         dict(idx=torch.zeros(2, 4, dtype=torch.long), length=40, n_keep=2, steps=2, eta=0.1, guidance=1.0),
+         args=("idx", "length", "n_keep", "steps", "eta", "guidance")),
     # context-tuning
     Case("context_tuning.ct_kv", ctx.ct_kv, dict(**CTX_D, steps=2, lr=1e-2, token_dropout=0.05, grad_clip=1.0),
          args=("x_demo", "y_demo", "steps", "lr", "token_dropout", "grad_clip"), positional=(CTX_MODEL,)),
@@ -213,6 +238,50 @@ CASES = [
          args=("alpha", "mask_ratio", "tau", "uni_view", "masking")),
     Case("syngr.gate_table", syngr.gate_table, dict(name="xor"), args=("name",)),
     Case("syngr.syncat_style_table", syngr.syncat_style_table, dict(n_styles=4), args=("n_styles",)),
+    # dynvla
+    Case("dynvla.boxes_overlap", dynvla.boxes_overlap,
+         dict(a=torch.tensor([0.0, 0.0, 0.0, 4.5, 1.9]), b=torch.tensor([1.0, 0.5, 0.3, 4.5, 1.9])), args=("a", "b")),
+    Case("dynvla.waypoints_to_states", dynvla.waypoints_to_states,
+         dict(wp=torch.ones(2, 8, 2).cumsum(1), dt=0.1), args=("wp", "dt")),
+    Case("dynvla.FastLite", dynvla.FastLite, dict(gamma=64.0, scale=(60.0, 6.0)), args=("gamma", "scale")),
+    Case("dynvla.group_advantages", dynvla.group_advantages,
+         dict(rewards=torch.rand(3, 4, generator=_gen)), args=("rewards",)),
+    Case("dynvla.code_usage", dynvla.code_usage, dict(idx=torch.tensor([0, 1, 2]), m=4), args=("idx", "m")),
+    Case("dynvla.WorldConfig", dynvla.WorldConfig, dict(n_lanes=3, lane_width=3.5, dt=0.1, frame_dt=1.0),
+         args=("n_lanes", "lane_width", "dt", "frame_dt")),
+    Case("dynvla.GRPOConfig", dynvla.GRPOConfig, dict(group_size=8, clip_eps=0.2, beta_kl=1e-3, temperature=1.0),
+         args=("group_size", "clip_eps", "beta_kl", "temperature")),
+    # focusing
+    Case("focusing.chamfer_fscore", foc.chamfer_fscore,
+         dict(P=torch.rand(20, 3, generator=_gen), Q=torch.rand(30, 3, generator=_gen), taus=(0.05, 0.1)),
+         args=("P", "Q", "taus")),
+    Case("focusing.voxelize_points", foc.voxelize_points, dict(points=torch.rand(20, 3, generator=_gen) - 0.5, res=8),
+         args=("points", "res")),
+    Case("focusing.frustum_section", foc.frustum_section,
+         dict(coords=torch.tensor([[4, 4, 4], [3, 4, 5]]), res=8, cam=foc.make_camera([0.0, 0.0, 2.0], 8, 8),
+              alpha=0.3), args=("coords", "res", "alpha")),
+    # pdrf
+    Case("pdrf.semi_lagrangian", pdrf_m.semi_lagrangian,
+         dict(frame=torch.rand(2, 16, 16, generator=_gen), motion=torch.zeros(2, 2, 16, 16), n_steps=2),
+         args=("frame", "motion", "n_steps")),
+    Case("pdrf.estimate_motion", pdrf_m.estimate_motion,
+         dict(prev=torch.rand(2, 16, 16, generator=_gen), curr=torch.rand(2, 16, 16, generator=_gen), levels=1,
+              iters=5, alpha=0.15), args=("prev", "curr", "levels", "iters", "alpha")),
+    Case("pdrf.fss_sums", pdrf_m.fss_sums,
+         dict(pred=torch.rand(2, 3, 8, 8, generator=_gen), obs=torch.rand(2, 3, 8, 8, generator=_gen), threshold=0.5,
+              window=3), args=("pred", "obs", "threshold", "window")),
+    Case("pdrf.contingency", pdrf_m.contingency,
+         dict(pred=torch.rand(2, 3, 8, 8, generator=_gen), obs=torch.rand(2, 3, 8, 8, generator=_gen),
+              thresholds=(0.1, 0.5)), args=("pred", "obs")),
+    Case("pdrf.pdrf_loss", pdrf_m.pdrf_loss,
+         dict(model=PDRF_NET, x1=torch.rand(2, 2, 8, 8, generator=_gen), cond=torch.rand(2, 2, 8, 8, generator=_gen),
+              x_sl=torch.rand(2, 2, 8, 8, generator=_gen), lambda_phy=0.1, t_eps=1e-3),
+         args=("x1", "cond", "x_sl", "lambda_phy", "t_eps")),
+    Case("pdrf.sample", pdrf_m.sample,
+         dict(model=PDRF_NET, cond=torch.rand(2, 2, 8, 8, generator=_gen), shape=(2, 2, 8, 8), nfe=2,
+              noise=torch.randn(2, 2, 8, 8, generator=_gen)), args=("cond", "nfe", "noise")),
+    Case("pdrf.generate_radar", pdrf_m.generate_radar,
+         dict(n=2, cfg=pdrf_m.RadarConfig(H=16, W=16, t_in=2, t_out=2, margin=4)), args=("n",)),
 ]
 
 

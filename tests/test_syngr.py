@@ -189,6 +189,17 @@ def test_beam_search_matches_brute_force():
     assert torch.allclose(out["brute_scores"].exp().sum(1), torch.ones(out["brute_scores"].shape[0]), atol=1e-5)
 
 
+def test_cached_decoding_matches_full_decoder(world, model):
+    b = {k: v[:6] for k, v in world.batches["test"].items()}
+    with torch.no_grad():
+        mem, mv, _ = model.encode(b["input_ids"], b["valid"])
+        dec_in = torch.cat([torch.full_like(b["labels"][:, :1], model.bos_id), b["labels"][:, :-1]], 1)
+        full = model.decode(dec_in, mem, mv)
+        cache = model.memory_cache(mem, mv)
+        steps = [model.decode_step(dec_in[:, t:t + 1], cache)[:, 0] for t in range(dec_in.shape[1])]
+    assert torch.allclose(torch.stack(steps, 1), full, atol=1e-5)
+
+
 def test_beam_search_only_valid(world, model):
     b = {k: v[:8] for k, v in world.batches["test"].items()}
     items, scores = m.constrained_beam_search(model, b, world.trie, beam=10)

@@ -112,11 +112,27 @@ METHOD_COLORS: dict[str, str] = {
     # unrolled-gsp
     "unrolled (ridge start)": "#0072B2", "ridge": "#D55E00", "unrolled (scratch)": "#56B4E9",
     "persistence": "#009E73", "historical average": "#E69F00", "transformer": "#CC79A7",
+    # pdrf
+    "pdrf": "#0072B2", "rf-v": "#D55E00", "rf-x": "#56B4E9", "u-net (mse)": "#CC79A7",
+    "sl (estimated motion)": "#E69F00", "sl (true motion)": "#000000", "sl (estimated, trajectory)": "#999933",
+    "x-prediction": "#0072B2", "v-prediction": "#D55E00", "straight backtrace": "#D55E00",
+    "trajectory backtrace": "#0072B2",
     # syngr
     "syngr": "#0072B2", "gr-fused": "#D55E00", "gr-text": "#009E73", "gr-image": "#CC79A7",
     "gr-fused (3x epochs)": "#E69F00", "bayes oracle": "#000000", "no-synergy oracle": "#999933",
     "category oracle": "#882255", "popularity": "#44AA99", "syngr (alpha=0)": "#56B4E9",
     "syngr (random mask)": "#AA4499", "syngr (mask non-dominant)": "#661100", "syngr (no h_uni nll)": "#999999",
+    # dynvla
+    "dynamics": "#0072B2", "none": "#D55E00", "meta": "#009E73", "future_image": "#CC79A7",
+    "expert": "#000000", "constant velocity": "#D55E00", "expert (fast-lite round trip)": "#56B4E9",
+    "decoupled": "#0072B2", "coupled": "#D55E00", "decoupled, no bev": "#56B4E9",
+    # protein-tokens
+    "apt-mini": "#0072B2", "kanzi-mini": "#D55E00",
+    # focusing
+    "focus_zoom": "#0072B2", "full": "#D55E00", "fsv": "#009E73", "fsv (alpha=0.3)": "#009E73",
+    "fsv (alpha=0.1)": "#999933", "focus": "#56B4E9", "focus_zoom, no warm-up": "#CC79A7",
+    "plain": "#D55E00", "tsdf warm-up": "#0072B2", "tv": "#009E73", "tsdf warm-up + tv": "#CC79A7",
+    "random subset": "#999999",
 }
 
 # Fallback for names not in METHOD_COLORS: the order in which a notebook first asks for them.

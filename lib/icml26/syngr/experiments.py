@@ -193,7 +193,7 @@ def run_method(world: World, cfg: SynGRPreset, name: str, seed: int = 0, device:
                           train_config(cfg, seed, epochs, device), method, syn, desc=name)
     test = world.batches["test"]
     ev = evaluate(model, test, world.trie, cfg.beam)
-    rel = synergy_reliance(model, test, world.trie, cfg.beam, 10, seed)
+    rel = synergy_reliance(model, test, world.trie, cfg.beam, 10, seed, p_full=ev["recall@10"])
     row = {"method": name, "seed": seed, "recall@5": ev["recall@5"], "recall@10": ev["recall@10"],
            "ndcg@5": ev["ndcg@5"], "ndcg@10": ev["ndcg@10"],
            **{f"recall@10 {s}": recall_at_k(ev["ranks"][m], 10) for s, m in world.slices.items()},

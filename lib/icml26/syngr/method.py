@@ -23,26 +23,66 @@ UNI_VIEWS = ("dominant", "text", "image")
 MASKINGS = ("saliency", "random", "non_dominant")
 
 
+class _Attention(nn.Module):
+    """Multi-head attention with separate query and key/value projections, so that the keys and
+    values of a fixed memory can be computed once and reused (cached decoding). No dropout on the
+    attention weights (a book choice: on the CPU it makes the fused attention kernel fall back to a
+    path about four times slower); the blocks keep dropout on their residual branches."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.h, self.dh = heads, d // heads
+        self.q, self.kv, self.o = nn.Linear(d, d), nn.Linear(d, 2 * d), nn.Linear(d, d)
+
+    def split(self, x):
+        """[B, T, d] -> [B, heads, T, d/heads]."""
+        return x.view(*x.shape[:-1], self.h, self.dh).transpose(-3, -2)
+
+    def keys_values(self, src):
+        k, v = self.kv(src).chunk(2, -1)
+        return self.split(k), self.split(v)
+
+    def attend(self, q, k, v, mask=None, causal=False, need_attn=False):
+        """Softmax attention of split queries on split keys/values; ``mask`` [B, 1, 1, S] True = attend.
+        Returns the merged output [B, T, d] and the weights [B, heads, T, S] if ``need_attn``."""
+        w = None
+        if need_attn:
+            sc = (q @ k.transpose(-1, -2)) / self.dh**0.5
+            if causal:
+                T = q.shape[-2]
+                sc = sc.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool, device=q.device), 1), float("-inf"))
+            if mask is not None:
+                sc = sc.masked_fill(~mask, float("-inf"))
+            w = torch.softmax(sc, -1)
+            out = w @ v
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+        return self.o(out.transpose(-3, -2).flatten(-2)), w
+
+    def forward(self, x, src=None, mask=None, causal=False, need_attn=False):
+        k, v = self.keys_values(x if src is None else src)
+        return self.attend(self.split(self.q(x)), k, v, mask, causal, need_attn)
+
+
 class _Block(nn.Module):
     """Pre-LN Transformer block; ``cross=True`` adds encoder-decoder attention."""
 
     def __init__(self, d, heads, d_ff, dropout, cross=False):
         super().__init__()
         self.ln1, self.ln3 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.attn = nn.MultiheadAttention(d, heads, dropout=dropout, batch_first=True)
-        self.cross = nn.MultiheadAttention(d, heads, dropout=dropout, batch_first=True) if cross else None
+        self.attn = _Attention(d, heads)
+        self.cross = _Attention(d, heads) if cross else None
         self.ln2 = nn.LayerNorm(d) if cross else None
         self.ff = nn.Sequential(nn.Linear(d, d_ff), nn.GELU(), nn.Dropout(dropout), nn.Linear(d_ff, d))
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x, pad=None, causal=None, mem=None, mem_pad=None, need_attn=False):
-        h = self.ln1(x)
-        a, w = self.attn(h, h, h, key_padding_mask=pad, attn_mask=causal, need_weights=need_attn,
-                         average_attn_weights=False)
+    def forward(self, x, valid=None, causal=False, mem=None, mvalid=None, need_attn=False):
+        """``valid`` [B, S] (self-attention keys), ``mvalid`` [B, S_mem] (memory keys): True = attend."""
+        mask = None if valid is None else valid[:, None, None, :]
+        a, w = self.attn(self.ln1(x), mask=mask, causal=causal, need_attn=need_attn)
         x = x + self.drop(a)
         if self.cross is not None:
-            h = self.ln2(x)
-            x = x + self.drop(self.cross(h, mem, mem, key_padding_mask=mem_pad, need_weights=False)[0])
+            x = x + self.drop(self.cross(self.ln2(x), mem, mask=mvalid[:, None, None, :])[0])
         x = x + self.drop(self.ff(self.ln3(x)))
         return x, w
 
@@ -78,7 +118,7 @@ class GRSeq2Seq(nn.Module):
         x = self.tok(input_ids) + self.enc_pos
         attn = None
         for i, blk in enumerate(self.enc):
-            x, w = blk(x, pad=~valid, need_attn=need_attn and i == len(self.enc) - 1)
+            x, w = blk(x, valid=valid, need_attn=need_attn and i == len(self.enc) - 1)
             attn = w if w is not None else attn
         return self.ln_enc(x), valid, attn
 
@@ -86,10 +126,51 @@ class GRSeq2Seq(nn.Module):
         """Last decoder hidden states [B, t, d] (after the final layer norm) under a causal mask."""
         t = dec_in.shape[1]
         x = self.tok(dec_in) + self.dec_pos[:t]
-        causal = torch.triu(torch.ones(t, t, dtype=torch.bool, device=x.device), 1)
         for blk in self.dec:
-            x, _ = blk(x, causal=causal, mem=mem, mem_pad=~mvalid)
+            x, _ = blk(x, causal=True, mem=mem, mvalid=mvalid)
         return self.ln_dec(x)
+
+    def memory_cache(self, mem, mvalid) -> dict:
+        """Keys/values of the encoder memory for every decoder layer, computed once per batch and
+        shared by all beams and decoding steps (:meth:`decode_step`)."""
+        return {"mem_kv": [blk.cross.keys_values(mem) for blk in self.dec], "mask": mvalid[:, None, None, :],
+                "self_kv": [None] * len(self.dec), "t": 0}
+
+    def decode_step(self, tok, cache: dict):
+        """One incremental decoding step for ``tok`` [B, beam] (the last token of every beam): the
+        decoder's last hidden state [B, beam, d]. Self-attention keys/values of earlier steps sit in
+        ``cache["self_kv"]`` as [B, beam, heads, t, d/heads] (reorder them with :meth:`reorder_cache`);
+        cross-attention reads the memory once per user, with the beams as extra query rows. Equal to
+        ``decode(...)[:, -1]`` on the whole prefix."""
+        B, nb = tok.shape
+        t = cache["t"]
+        x = (self.tok(tok) + self.dec_pos[t]).view(B * nb, 1, -1)
+        for i, blk in enumerate(self.dec):
+            h = blk.ln1(x)
+            q = blk.attn.split(blk.attn.q(h))                                  # [B*nb, H, 1, dh]
+            k, v = blk.attn.keys_values(h)
+            k, v = k.view(B, nb, *k.shape[1:]), v.view(B, nb, *v.shape[1:])   # [B, nb, H, 1, dh]
+            old = cache["self_kv"][i]
+            if old is not None:
+                k, v = torch.cat([old[0], k], -2), torch.cat([old[1], v], -2)
+            cache["self_kv"][i] = (k, v)
+            a, _ = blk.attn.attend(q, k.flatten(0, 1), v.flatten(0, 1))
+            x = x + a
+            hq = blk.cross.split(blk.cross.q(blk.ln2(x)).view(B, nb, -1))       # [B, H, nb, dh]
+            mk, mv = cache["mem_kv"][i]
+            c, _ = blk.cross.attend(hq, mk, mv, cache["mask"])               # [B, nb, d]
+            x = x + c.reshape(B * nb, 1, -1)
+            x = x + blk.ff(blk.ln3(x))
+        cache["t"] = t + 1
+        return self.ln_dec(x).view(B, nb, -1)
+
+    @staticmethod
+    def reorder_cache(cache: dict, parent: torch.Tensor) -> None:
+        """Keep, for every new beam, the self-attention cache of its parent beam (``parent`` [B, beam])."""
+        for i, kv in enumerate(cache["self_kv"]):
+            if kv is not None:
+                idx = parent.view(*parent.shape, 1, 1, 1).expand(-1, -1, *kv[0].shape[2:])
+                cache["self_kv"][i] = (kv[0].gather(1, idx), kv[1].gather(1, idx))
 
     def forward(self, input_ids, valid, labels):
         """Per-row NLL [B] (sum over target tokens / T), logits and the decoder hidden states."""

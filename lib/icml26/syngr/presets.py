@@ -16,7 +16,7 @@ class SynGRPreset:
     n_series: int = 16
     n_styles: int = 8
     n_backgrounds: int = 4
-    n_users: int = 800
+    n_users: int = 1500
     min_len: int = 6
     max_len: int = 10
     # semantic identifiers (Sec. 7.2)
@@ -36,10 +36,10 @@ class SynGRPreset:
     d_ff: int = 64
     dropout: float = 0.1
     # training and evaluation
-    epochs: int = 14
-    batch_size: int = 64
-    lr: float = 3e-3
-    eval_every: int = 7
+    epochs: int = 12
+    batch_size: int = 128
+    lr: float = 6e-3
+    eval_every: int = 3
     beam: int = 20
     max_steps: int = 1_000_000      # cap on steps per epoch (in effect none; the dry run cuts it)
     n_eval: int = 500               # users whose validation / test targets are evaluated
@@ -56,13 +56,13 @@ class SynGRPreset:
         """Loop counts cut (epochs, steps per epoch, sampled and evaluated users, seeds, grids, ablations);
         sizes kept (catalogue, vocabulary, layout, model, batch, beam)."""
         return replace(self, epochs=1, eval_every=1, max_steps=1, n_users=min(self.n_users, 2000),
-                       n_eval=min(self.n_eval, 32), seeds=self.seeds[:1],
+                       n_eval=min(self.n_eval, 16), seeds=self.seeds[:1],
                        levels_grid=self.levels_grid[:2], K_grid=self.K_grid[:1], ablations=(),
                        n_init=1, kmeans_iters=min(self.kmeans_iters, 5), matched_compute=False)
 
 
 PRESETS = {
-    "smoke": SynGRPreset(n_items=200, n_users=200, epochs=1, eval_every=1, n_eval=64, beam=10, max_steps=4,
+    "smoke": SynGRPreset(n_items=200, n_users=200, epochs=1, eval_every=1, n_eval=64, beam=10, max_steps=4, batch_size=64,
                          levels_grid=(1, 3), K_grid=(16,), n_init=2, kmeans_iters=10),
     "book": SynGRPreset(),
     "gpu": SynGRPreset(n_items=2000, n_series=32, n_styles=12, n_users=20000, max_hist=10, d_model=128, heads=8,

@@ -189,24 +189,24 @@ def constrained_beam_search(model, batch: dict, trie: IDTrie, beam: int = 20, ch
         ids, valid = ids_all[s:s + chunk].to(dev), valid_all[s:s + chunk].to(dev)
         B = len(ids)
         mem, mvalid, _ = model.encode(ids, valid)
-        mem, mvalid = mem.repeat_interleave(beam, 0), mvalid.repeat_interleave(beam, 0)
+        cache = model.memory_cache(mem, mvalid)           # encoder memory K/V: once per user, not per beam
         state = torch.zeros(B, beam, dtype=torch.long, device=dev)
         score = torch.full((B, beam), float("-inf"), device=dev)
         score[:, 0] = 0.0
-        seqs = torch.full((B, beam, 1), model.bos_id, dtype=torch.long, device=dev)
+        last = torch.full((B, beam), model.bos_id, dtype=torch.long, device=dev)
         for _ in range(trie.T):
-            h = model.decode(seqs.view(B * beam, -1), mem, mvalid)[:, -1]
-            logp = _masked_logp(model.head(h), trie.allowed(state.view(-1))).view(B, beam, -1)
+            h = model.decode_step(last, cache)             # [B, beam, d], cached self-attention
+            logp = _masked_logp(model.head(h), trie.allowed(state))
             cand = (score[..., None] + logp).view(B, -1)
             top, idx = cand.topk(beam, dim=1)
             V = logp.shape[-1]
             bi, tok = idx // V, idx % V
-            prev = state.gather(1, bi)
-            state = trie.next_state[prev, tok]
+            model.reorder_cache(cache, bi)
+            state = trie.next_state[state.gather(1, bi), tok]
             dead = ~torch.isfinite(top) | (state < 0)
             state = state.clamp_min(0)
             score = top.masked_fill(dead, float("-inf"))
-            seqs = torch.cat([seqs.gather(1, bi[..., None].expand(-1, -1, seqs.shape[-1])), tok[..., None]], -1)
+            last = tok
         items = trie.leaf_item[state].masked_fill(~torch.isfinite(score), -1)
         outs_i.append(items.cpu())
         outs_s.append(score.cpu())

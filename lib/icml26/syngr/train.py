@@ -190,9 +190,10 @@ def train_generator(model: GRSeq2Seq, train: dict, val: dict, trie: IDTrie, cfg:
 
 
 def synergy_reliance(model: GRSeq2Seq, batch: dict, trie: IDTrie, beam: int = 20, k: int = 10, seed: int = 0,
-                     mask=None) -> dict:
+                     mask=None, p_full: float | None = None) -> dict:
     """Sec. 4d (the book's diagnostic): Recall@k on full, pair-shuffled, text-only and image-only
-    histories; delta_syn = P_full - P_pairshuffle."""
+    histories; delta_syn = P_full - P_pairshuffle. ``p_full``: Recall@k on the full histories when the
+    caller has it already (skips one beam search)."""
     from .sequences import apply_history_mode
 
     gen = torch.Generator().manual_seed(seed)
@@ -201,8 +202,10 @@ def synergy_reliance(model: GRSeq2Seq, batch: dict, trie: IDTrie, beam: int = 20
     views = {"full": (ids, valid), "pairshuffle": pair_shuffle(ids, valid, model.layout, gen),
              "text_only": apply_history_mode(ids, valid, pm, "text"),
              "image_only": apply_history_mode(ids, valid, pm, "image")}
-    out = {}
+    out = {} if p_full is None else {"full": float(p_full)}
     for name, (i, v) in views.items():
+        if name in out:
+            continue
         out[name] = evaluate(model, dict(batch, input_ids=i, valid=v), trie, beam, ks=(k,), mask=mask)[f"recall@{k}"]
     out["delta_syn"] = out["full"] - out["pairshuffle"]
     return out

@@ -1,0 +1,444 @@
+"""Runners the notebooks call (return dicts / DataFrames)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .camera import make_camera, random_camera, rasterize
+from .losses import render_losses
+from .metrics import (
+    activation_memory_estimate,
+    chamfer_fscore,
+    oracle_field,
+    render_gradient,
+    saved_tensor_bytes,
+    surface_voxels,
+)
+from .model import NeighborhoodAttention, SparseConv3d, SparseVAE
+from .presets import FocusingPreset
+from .render import render_sdf
+from .shapes import SELF_OCCLUDING, SHAPE_KINDS, make_shape, sample_surface
+from .train import TrainConfig, evaluate, fit_field, prepare, step_loss, train_vae, view_for_scheme
+from .views import adaptive_zoom, carve, frustum_section, in_frustum
+from .voxels import SparseGrid, voxelize_points
+
+
+def sphere_mesh(r: float = 0.35, n_uv: int = 64):
+    """An exact (un-randomised) UV sphere of radius ``r`` centred at the origin."""
+    from .shapes import Mesh, _grid_mesh, _sphere_grid
+    T, Ph = _sphere_grid(n_uv)
+    P = r * torch.stack([T.sin() * Ph.cos(), T.sin() * Ph.sin(), T.cos()], -1)
+    v, f = _grid_mesh(P, False, True)
+    return Mesh(v.float(), f, False, "sphere")
+
+
+def gallery(cfg: FocusingPreset, H: int = 96) -> list[dict]:
+    """Ground-truth renders of one shape of every kind from a fixed camera."""
+    cam = make_camera([1.3, -1.5, 1.1], H, H)
+    return [{"kind": k, **rasterize(make_shape(k, 0, cfg.n_uv), cam)} for k in SHAPE_KINDS]
+
+
+def plane_band(res: int, depth_axis_sign: float = 1.0) -> tuple[SparseGrid, torch.Tensor]:
+    """Fine voxels of a two-voxel band around the plane ``z = 0`` and the vertex field ``sign * z``."""
+    ar = torch.arange(res)
+    c = torch.stack(torch.meshgrid(ar, ar, torch.arange(res // 2 - 2, res // 2 + 2), indexing="ij"), -1).reshape(-1, 3)
+    g = SparseGrid(c, res)
+    v, _ = g.corner_vertices()
+    return g, depth_axis_sign * (v[:, 2].float() / res - 0.5)
+
+
+def renderer_checks(res: int = 32, H: int = 64, d: float = 2.0, r: float = 0.35) -> dict:
+    """Depth/opacity of a sheet from both sides (both field signs) and sphere silhouette coverage."""
+    out = {"depth_err": 0.0, "min_opacity": 1.0}
+    for sign in (1.0, -1.0):
+        g, s = plane_band(res, sign)
+        for eye in ([0, 0, d], [0, 0, -d]):
+            pr = render_sdf(s, g, make_camera(eye, H, H, fov_deg=20))
+            c = H // 2
+            out["depth_err"] = max(out["depth_err"], abs(float(pr["depth"][c, c]) - d))
+            out["min_opacity"] = min(out["min_opacity"], float(pr["mask"][c, c]))
+    # sphere band: the field is the exact signed distance at the vertices of the voxels near the sphere
+    pts, nrm = sample_surface(sphere_mesh(r, 96), 60000, 0)
+    coords = voxelize_points(pts, res)
+    g = SparseGrid(coords, res)
+    v, _ = g.corner_vertices()
+    s = (v.float() / res - 0.5).norm(dim=-1) - r
+    cam = make_camera([0, 0, d], H, H)
+    pr = render_sdf(s, g, cam)
+    rp = cam.fx * r / math.sqrt(d * d - r * r)
+    out["coverage"] = float(pr["mask"].mean())
+    out["coverage_formula"] = math.pi * rp * rp / (H * H)
+    return out
+
+
+def dense_equivalence(res: int = 4, dim: int = 8, seed: int = 0) -> dict:
+    """Max abs difference of the sparse convolution vs ``conv3d`` and of neighbourhood attention vs masked
+    dense attention on a fully occupied ``res^3`` grid."""
+    torch.manual_seed(seed)
+    ar = torch.arange(res)
+    c = torch.stack(torch.meshgrid(ar, ar, ar, indexing="ij"), -1).reshape(-1, 3)
+    g = SparseGrid(c, res)
+    x = torch.randn(res ** 3, dim)
+    conv = SparseConv3d(dim, dim)
+    dense = x.T.reshape(1, dim, res, res, res)
+    w = conv.weight.reshape(3, 3, 3, dim, dim).permute(4, 3, 0, 1, 2)
+    ref = torch.nn.functional.conv3d(dense, w, conv.bias, padding=1).reshape(dim, -1).T
+    att = NeighborhoodAttention(dim, 2)
+    q, k, v = att.qkv(x).reshape(-1, 3, 2, dim // 2).unbind(1)
+    nb = ((c[:, None, :] - c[None, :, :]).abs().max(-1).values <= 1)
+    logit = torch.einsum("ihd,jhd->hij", q, k) / math.sqrt(dim // 2)
+    a = logit.masked_fill(~nb[None], -math.inf).softmax(-1)
+    dref = att.proj(torch.einsum("hij,jhd->ihd", a, v).reshape(res ** 3, dim))
+    with torch.no_grad():
+        return {"conv": float((conv(x, g) - ref).abs().max()), "attention": float((att(x, g) - dref).abs().max())}
+
+
+def tsdf_warmup_runs(cfg: FocusingPreset) -> dict:
+    """NB1: fit the free field of one shape four ways (plain / +TSDF warm-up / +TV / both)."""
+    sd = prepare(make_shape(cfg.fit_kind, cfg.seed, cfg.n_uv), cfg.res_lat, cfg.n_points, cfg.seed)
+    q = max(1, cfg.fit_steps // 4)
+    eval_at = sorted({0, q // 2, q, 2 * q, cfg.fit_steps})
+    runs = {}
+    for name, tsdf, tv in tqdm([("plain", False, False), ("tsdf warm-up", True, False), ("tv", False, True),
+                                ("tsdf warm-up + tv", True, True)], leave=False):
+        runs[name] = fit_field(sd, cfg.fit_steps, cfg.H, cfg.H, tsdf, tv, seed=cfg.seed, lr=cfg.fit_lr,
+                               eval_at=eval_at, n_eval=cfg.fit_eval)
+    rows = [{"run": n, "step": s, "hole": h, "render": r, "cd_l1": c}
+            for n, o in runs.items() for s, h, r, c in zip(o["step"], o["hole"], o["render"], o["cd_l1"])]
+    return {"runs": runs, "frame": pd.DataFrame(rows), "quarter": q, "shape": sd}
+
+
+def watertight_detour(eps_list, n: int = 100_000, seed: int = 0) -> pd.DataFrame:
+    """CD-L1 between an open unit-square sheet (scaled to 0.8) and the closed shell ``|udf| = eps`` built
+    from it (two sheets at ``+-eps``; the rim is left out, which only lowers the error)."""
+    g = torch.Generator().manual_seed(seed)
+    rows = []
+    for eps in eps_list:
+        a = (torch.rand(n, 2, generator=g) - 0.5) * 0.8
+        b = (torch.rand(n, 2, generator=g) - 0.5) * 0.8
+        sheet = torch.cat([a, torch.zeros(n, 1)], 1)
+        side = torch.where(torch.rand(n, 1, generator=g) < 0.5, eps, -eps)
+        shell = torch.cat([b, side], 1)
+        rows.append({"eps": eps, "cd_l1": chamfer_fscore(shell, sheet, (eps / 2,))["cd_l1"]})
+    return pd.DataFrame(rows)
+
+
+def test_shapes(cfg: FocusingPreset) -> list:
+    return [prepare(make_shape(k, s, cfg.n_uv), cfg.res_lat, cfg.n_points, s)
+            for k in cfg.test_kinds for s in cfg.test_seeds]
+
+
+def count_study(cfg: FocusingPreset, shapes=None) -> pd.DataFrame:
+    """Kept latent voxels per view for every scheme (spec claims 1, 2, 5)."""
+    shapes = shapes or test_shapes(cfg)
+    rng = torch.Generator().manual_seed(cfg.seed + 7)
+    zrng = torch.Generator().manual_seed(cfg.seed + 8)
+    rows = []
+    for i, sd in enumerate(tqdm(shapes, leave=False)):
+        for v in range(cfg.views):
+            cam = random_camera(rng, cfg.H, cfg.H)
+            gt = rasterize(sd.mesh, cam)
+            base = {"shape": i, "kind": sd.mesh.kind, "is_open": sd.mesh.is_open, "view": v,
+                    "N": sd.latent.shape[0]}
+            rows.append({**base, "scheme": "full", "kept": int(in_frustum(sd.latent, sd.res_lat, cam).sum()),
+                         "pixels": int(gt["mask"].sum())})
+            for a in cfg.fsv_alphas:
+                k, _ = frustum_section(sd.latent, sd.res_lat, cam, a)
+                rows.append({**base, "scheme": f"fsv (alpha={a:g})", "kept": int(k.sum())})
+            keep = carve(sd.latent, sd.res_lat, cam, gt["depth"])
+            rows.append({**base, "scheme": "focus", "kept": int(keep.sum()), "pixels": int(gt["mask"].sum())})
+            zc, zgt, zkeep, info = adaptive_zoom(sd.mesh, sd.latent, sd.res_lat, cam, cfg.budget // 2,
+                                                 cfg.budget, zrng, cfg.zeta_max)
+            rows.append({**base, "scheme": "focus_zoom", "kept": int(zkeep.sum()), "zeta": info["zeta"],
+                         "capped": info["capped"], "n0": info["n0"], "pixels": int(zgt["mask"].sum())})
+    return pd.DataFrame(rows)
+
+
+def sphere_distance(cfg: FocusingPreset, r: float = 0.35, views: int = 8, H: int | None = None) -> pd.DataFrame:
+    """Kept fraction of a voxelised sphere shell vs camera distance, against ``(1 - r/d)/2``. The image
+    (``H``, default ``4 cfg.H``) is fine enough that even at the largest distance every latent voxel
+    covers several pixels: the law is about geometry, not about pixel sampling."""
+    H = H or 4 * cfg.H
+    pts, _ = sample_surface(sphere_mesh(r, 64), cfg.n_points, 0)
+    mesh = sphere_mesh(r, 64)
+    coords = voxelize_points(pts, cfg.res_lat)
+    rows = []
+    for d in cfg.sphere_dists:
+        rng = torch.Generator().manual_seed(cfg.seed + 11)   # the same directions at every distance
+        fr = []
+        for _ in range(views):
+            cam = random_camera(rng, H, H, dist=(d, d), fov_deg=45.0)
+            gt = rasterize(mesh, cam)
+            fr.append(float(carve(coords, cfg.res_lat, cam, gt["depth"]).float().mean()))
+        rows.append({"d": d, "kept_fraction": sum(fr) / len(fr), "cap_fraction": (1 - r / d) / 2})
+    return pd.DataFrame(rows)
+
+
+def coverage_study(cfg: FocusingPreset, shapes=None, kappas=(0.02, 0.1), rel_tol: float = 1e-6) -> pd.DataFrame:
+    """Render coverage of the decoded fine voxels per scheme (claim 4) with a converged field (the
+    oracle signed distance of :func:`oracle_field`) standing in for a trained decoder [book choice].
+
+    ``coverage``: share of the decoded *surface* voxels (corner signs differ) that get a render-loss
+    gradient above ``rel_tol`` of the largest, with the sharp renderer ``kappa = kappas[0]`` (closest to
+    the paper's rasteriser, where occluded voxels get exactly zero gradient); ``coverage_all``: the same
+    over all decoded fine voxels; ``coverage_soft``: surface voxels at the training sharpness
+    ``kappas[1]``; ``recall``: share of the surface voxels covered under ``full`` (same camera) that the
+    scheme decodes (not defined for the zoomed camera)."""
+    shapes = shapes or test_shapes(cfg)
+    rng = torch.Generator().manual_seed(cfg.seed + 21)
+    zrng = torch.Generator().manual_seed(cfg.seed + 22)
+    tcfg = TrainConfig(H=cfg.H, W=cfg.H, res_lat=cfg.res_lat, budget=cfg.budget, zeta_max=cfg.zeta_max,
+                       alpha=0.3)
+    rows = []
+    for i, sd in enumerate(tqdm(shapes, leave=False)):
+        for v in range(cfg.coverage_views):
+            cam0 = random_camera(rng, cfg.H, cfg.H)
+            covered_full = None
+            for scheme in ("full", "fsv", "focus", "focus_zoom"):
+                cam, gt, keep, info = view_for_scheme(sd, cam0, scheme, tcfg, zrng)
+                lat = sd.latent if keep is None else sd.latent[keep]
+                fine = _children_in(lat, sd.fine_occ) if lat.shape[0] else None
+                if fine is None:
+                    continue
+                s = oracle_field(fine, sd.points, sd.normals)
+                surf = surface_voxels(fine, s)
+                g = render_gradient(fine, s, cam, gt, kappas[0])
+                cov = g > rel_tol * g.max()
+                gs = render_gradient(fine, s, cam, gt, kappas[1])
+                keys = set(fine.key(fine.coords[cov & surf]).tolist())
+                if scheme == "full":
+                    covered_full = keys
+                recall = (len(keys & covered_full) / max(1, len(covered_full))
+                          if scheme in ("full", "fsv", "focus") and covered_full is not None else float("nan"))
+                rows.append({"shape": i, "kind": sd.mesh.kind, "is_open": sd.mesh.is_open,
+                             "self_occluding": sd.mesh.kind in SELF_OCCLUDING, "view": v, "scheme": scheme,
+                             "decoded": len(fine), "coverage": float(cov[surf].float().mean()),
+                             "coverage_all": float(cov.float().mean()),
+                             "coverage_soft": float((gs[surf] > rel_tol * gs.max()).float().mean()),
+                             "recall": recall})
+    return pd.DataFrame(rows)
+
+
+def _children_in(latent: torch.Tensor, fine_occ: torch.Tensor):
+    from .voxels import CORNERS
+    ch = (2 * latent[:, None, :] + CORNERS.to(latent.device)[None]).reshape(-1, 3)
+    ch = ch[fine_occ[ch[:, 0], ch[:, 1], ch[:, 2]]]
+    return SparseGrid(ch, fine_occ.shape[0], check=False) if ch.shape[0] else None
+
+
+def train_config(cfg: FocusingPreset, scheme: str, seed: int = 0, device: str = "cpu", **kw) -> TrainConfig:
+    return TrainConfig(scheme=scheme, steps=cfg.steps, H=cfg.H, W=cfg.H, res_lat=cfg.res_lat, width=cfg.width,
+                       blocks=cfg.blocks, lr=cfg.lr, budget=cfg.budget, zeta_max=cfg.zeta_max,
+                       n_points=cfg.n_points, seed=seed, device=device, **kw)
+
+
+#: training runs of notebook 3: label -> (scheme, TrainConfig overrides); one change per ablation
+RUNS = {
+    "full": ("full", {}),
+    "fsv": ("fsv", {}),
+    "focus": ("focus", {}),
+    "focus_zoom": ("focus_zoom", {}),
+    "focus_zoom, no warm-up": ("focus_zoom", {"tsdf_warmup_frac": 0.0}),
+}
+
+
+def train_compare(cfg: FocusingPreset, device: str = "cpu", progress: bool = True) -> dict:
+    """NB3: train the same VAE under every run of ``cfg.runs`` (same steps, same cameras, same seed), keep
+    snapshots, then decode each held-out shape with all voxels and score CD / F1 (spec claims 6-8)."""
+    train = [prepare(make_shape(k, s, cfg.n_uv), cfg.res_lat, cfg.n_points, s, device)
+             for k in cfg.test_kinds for s in cfg.train_seeds]
+    test = [prepare(make_shape(k, s, cfg.n_uv), cfg.res_lat, cfg.n_points, s, device)
+            for k in cfg.test_kinds for s in cfg.test_seeds]
+    h = 1.0 / (2 * cfg.res_lat)
+    hist, evals, models = {}, [], {}
+    for label in tqdm(cfg.runs, leave=False, disable=not progress):
+        scheme, over = RUNS[label]
+        for seed in (cfg.train_seeds_runs if label in cfg.multi_seed_runs else cfg.train_seeds_runs[:1]):
+            model, hh = train_vae(train, train_config(cfg, scheme, seed, device, **over), progress=progress,
+                                  snap_every=cfg.snap_every)
+            snaps = hh.pop("snapshots")
+            hist[(label, seed)] = pd.DataFrame(hh)
+            models[(label, seed)] = (model, snaps)
+            for r in evaluate(model, test, (h / 2, h)):
+                evals.append({"run": label, "seed": seed, "step": cfg.steps, **r})
+    return {"hist": hist, "eval": pd.DataFrame(evals), "models": models, "test": test, "train": train,
+            "taus": (h / 2, h)}
+
+
+def evaluate_snapshot(result: dict, label: str, step: int, seed: int = 0) -> pd.DataFrame:
+    """Held-out CD / F1 of the weights of ``label`` after ``step`` completed steps (nearest snapshot)."""
+    model, snaps = result["models"][(label, seed)]
+    near = min(snaps, key=lambda s: abs(s - step))
+    cur = {a: b.clone() for a, b in model.state_dict().items()}
+    model.load_state_dict(snaps[near])
+    rows = evaluate(model, result["test"], result["taus"])
+    model.load_state_dict(cur)
+    return pd.DataFrame([{"run": label, "seed": seed, "step": near, **r} for r in rows])
+
+
+def step_memory(cfg: FocusingPreset, scheme: str, device: str = "cpu", n_views: int = 4) -> dict:
+    """Activation bytes saved for backward by one training step (mean over ``n_views`` views of the first
+    training shapes), decoded latent voxels and the analytic estimate."""
+    tc = train_config(cfg, scheme, 0, device)
+    torch.manual_seed(0)
+    model = SparseVAE(cfg.res_lat, cfg.width, cfg.blocks).to(device)
+    rng = torch.Generator().manual_seed(5)
+    zrng = torch.Generator().manual_seed(6)
+    sds = [prepare(make_shape(k, 0, cfg.n_uv), cfg.res_lat, cfg.n_points, 0, device) for k in cfg.test_kinds[:n_views]]
+    saved, dec = [], []
+    for sd in sds:
+        cam0 = random_camera(rng, cfg.H, cfg.H)
+        cam, gt, keep, _ = view_for_scheme(sd, cam0, scheme, tc, zrng)
+        gt = {a: b.to(device) for a, b in gt.items()}
+        n = int(keep.sum()) if keep is not None else sd.latent.shape[0]
+        dec.append(n)
+        saved.append(saved_tensor_bytes(
+            lambda sd=sd, cam=cam, gt=gt, keep=keep: step_loss(model, sd, cam, gt, keep, tc, 0.1, True)[0].backward()))
+    n_mean = sum(dec) / len(dec)
+    return {"scheme": scheme, "decoded": n_mean, "saved_mib": sum(saved) / len(saved) / 2 ** 20,
+            "estimate_mib": activation_memory_estimate(int(n_mean), cfg.width, cfg.blocks) / 2 ** 20}
+
+
+def peak_memory(cfg: FocusingPreset, scheme: str, device: str = "cpu") -> float:
+    """Peak memory (MiB) of a few training steps: CUDA ``max_memory_allocated`` on a GPU; on the CPU the
+    peak resident set of a fresh subprocess above its resident set before the steps."""
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        step_memory(cfg, scheme, device)
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_allocated() - base) / 2 ** 20
+    code = ("import json,sys,dataclasses,resource,torch;from icml26.core import one_thread;one_thread().pin();"
+            "from icml26.focusing import presets,experiments as ex;"
+            "cfg=dataclasses.replace(presets.FocusingPreset(),**json.loads(sys.argv[1]));"
+            "import icml26.focusing.train as tr;"
+            "r0=int(open('/proc/self/statm').read().split()[1])*4096;"
+            "ex.step_memory(cfg,sys.argv[2]);"
+            "print(json.dumps((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss*1024-r0)/2**20))")
+    fields = {k: getattr(cfg, k) for k in ("res_lat", "H", "n_points", "n_uv", "width", "blocks", "budget",
+                                           "test_kinds", "zeta_max")}
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(fields), scheme], capture_output=True,
+                         text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def zoom_plane_counts(res: int = 128, H: int = 64, zetas=(1.0, 2.0, 4.0), d: float = 1.0) -> dict:
+    """Voxel centres of a fronto-parallel plane (larger than the view) that project into the image, vs zoom
+    factor (spec Sec. 4, fact 2: the count falls like ``zeta^-2``)."""
+    from .camera import project, zoom_camera
+    ar = torch.arange(res)
+    c = torch.stack(torch.meshgrid(ar, ar, torch.tensor([res // 2]), indexing="ij"), -1).reshape(-1, 3)
+    centers = (c.float() + 0.5) / res - 0.5
+    cam = make_camera([0, 0, d], H, H, fov_deg=40)
+    out = {}
+    for z in zetas:
+        uv, _ = project(centers, zoom_camera(cam, z, torch.tensor([H / 2, H / 2])))
+        out[z] = int(((uv >= 0) & (uv[:, :1] < H) & (uv[:, 1:] < H)).all(1).sum())
+    return out
+
+
+def loss_at(pred, gt) -> float:
+    return float(render_losses(pred, gt)["total"])
+
+
+class VoxelMLP(torch.nn.Module):
+    """A decoder with receptive radius 0: every fine voxel's corner values are a field ``base`` plus an MLP
+    of its own centre only. Used to show that carving leaves the parameter gradient unchanged (fact 3)."""
+
+    def __init__(self, width: int = 32, h: float = 1 / 32, seed: int = 0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.net = torch.nn.Sequential(torch.nn.Linear(3, width), torch.nn.Tanh(), torch.nn.Linear(width, 8))
+        self.scale = 0.3 * h
+
+    def forward(self, grid: SparseGrid, base_vertex: torch.Tensor) -> torch.Tensor:
+        _, cv = grid.corner_vertices()
+        return base_vertex[cv] + self.scale * torch.tanh(self.net(grid.centers()))
+
+
+def carving_gradient_gap(sd, cam, gt, kappa: float = 0.02, seed: int = 0) -> dict:
+    """Relative difference of the render-loss gradient w.r.t. the parameters of a per-voxel decoder
+    (:class:`VoxelMLP`) between decoding all latent voxels and decoding the carved ones (spec Sec. 4,
+    fact 3), and, as the control, a random subset of the same size. The base field is the oracle signed
+    distance, so that the visible surface is opaque."""
+    from .voxels import shared_corner_average
+    res_f = sd.fine_occ.shape[0]
+    keep = carve(sd.latent, sd.res_lat, cam, gt["depth"])
+    g = torch.Generator().manual_seed(seed + 5)
+    rand = torch.zeros_like(keep)
+    rand[torch.randperm(keep.numel(), generator=g)[:int(keep.sum())]] = True
+    grads = []
+    for lat in (sd.latent, sd.latent[keep], sd.latent[rand]):
+        fine = _children_in(lat, sd.fine_occ)
+        base = oracle_field(fine, sd.points, sd.normals)
+        dec = VoxelMLP(h=1 / res_f, seed=seed)
+        _, cv = fine.corner_vertices()
+        s, _ = shared_corner_average(dec(fine, base), cv, base.shape[0])
+        loss = render_losses(render_sdf(s, fine, cam, kappa=kappa), gt)["total"]
+        g = torch.autograd.grad(loss, list(dec.parameters()))
+        grads.append(torch.cat([x.reshape(-1) for x in g]))
+    nrm = grads[0].norm().clamp_min(1e-30)
+    return {"gap": float((grads[0] - grads[1]).norm() / nrm), "gap_random": float((grads[0] - grads[2]).norm() / nrm),
+            "kept": int(keep.sum()), "N": int(keep.numel())}
+
+
+def gradient_gap_study(cfg: FocusingPreset, shapes=None) -> pd.DataFrame:
+    """:func:`carving_gradient_gap` on one random view of every test shape."""
+    shapes = shapes or test_shapes(cfg)
+    rng = torch.Generator().manual_seed(cfg.seed + 31)
+    rows = []
+    for sd in shapes:
+        cam = random_camera(rng, cfg.H, cfg.H)
+        rows.append({"kind": sd.mesh.kind, "is_open": sd.mesh.is_open,
+                     **carving_gradient_gap(sd, cam, rasterize(sd.mesh, cam), seed=cfg.seed)})
+    return pd.DataFrame(rows)
+
+
+@torch.no_grad()
+def recon_renders(result: dict, kinds, labels, seed: int = 0, H: int = 64) -> dict:
+    """Normal/mask renders of held-out reconstructions (every voxel decoded) and the ground truth."""
+    from .voxels import shared_corner_average
+    cam = make_camera([1.2, -1.4, 1.0], H, H)
+    out = {}
+    for k in kinds:
+        sd = next(s for s in result["test"] if s.mesh.kind == k)
+        c = cam.to(sd.points.device)
+        for lab in labels:
+            model, _ = result["models"][(lab, seed)]
+            grid, mu, _ = model.encode(sd.points, sd.normals)
+            dec = model.decode(grid, mu)
+            v, cv = dec.fine.corner_vertices()
+            s, _ = shared_corner_average(dec.corner_sdf, cv, v.shape[0])
+            out[(k, lab)] = render_sdf(s, dec.fine, c)
+        gt = rasterize(sd.mesh, c)
+        out[(k, "ground truth")] = {"normal": gt["normal"], "mask": gt["mask"].float()}
+    return out
+
+
+@torch.no_grad()
+def predicted_depth_carving(result: dict, label: str, seed: int = 0, view_seed: int = 3) -> dict:
+    """Exercise: carve one held-out view with the model's rendered depth instead of the ground truth and
+    count the visible voxels (kept by GT carving) that the predicted-depth carving loses."""
+    from .voxels import shared_corner_average
+    model, _ = result["models"][(label, seed)]
+    sd = result["test"][0]
+    cam = random_camera(torch.Generator().manual_seed(view_seed), 48, 48)
+    gt = rasterize(sd.mesh, cam)
+    grid, mu, _ = model.encode(sd.points, sd.normals)
+    dec = model.decode(grid, mu)
+    v, cv = dec.fine.corner_vertices()
+    s, _ = shared_corner_average(dec.corner_sdf, cv, v.shape[0])
+    pr = render_sdf(s, dec.fine, cam)
+    pd_depth = torch.where(pr["mask"] > 0.5, pr["depth"], torch.full_like(pr["depth"], math.inf))
+    k_gt = carve(sd.latent, sd.res_lat, cam, gt["depth"])
+    k_pr = carve(sd.latent, sd.res_lat, cam, pd_depth)
+    return {"shape": sd.mesh.kind, "kept (GT depth)": int(k_gt.sum()), "kept (predicted depth)": int(k_pr.sum()),
+            "visible voxels lost": int((k_gt & ~k_pr).sum()), "extra voxels kept": int((k_pr & ~k_gt).sum())}

@@ -1,0 +1,284 @@
+"""Runners the notebooks call (spec Sec. 7.5). Each returns plain dicts / DataFrames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from . import metrics as mt
+from .data import THRESHOLDS, embedded_ring, generate_radar, make_splits
+from .flow import pdrf_loss, sample, train
+from .models import CondUNet, ToyMLP
+from .physics import estimate_motion, persistence, semi_lagrangian, sl_teacher
+
+MODEL_LABELS = {"persistence": "persistence", "sl_est": "SL (estimated motion)",
+                "sl_est_traj": "SL (estimated, trajectory)", "sl_true": "SL (true motion)",
+                "det": "U-Net (MSE)", "rf_v": "RF-v", "rf_x": "RF-x", "pdrf": "PDRF"}
+LEARNED = ("det", "rf_v", "rf_x", "pdrf")
+
+
+# -- NB1: the restoring effect and the embedded ring ---------------------------------------------------
+
+def perturbation_factors(a_values=(0.0, 0.5, 1.0), nfe: int = 5, n_grid: int = 201) -> dict:
+    """P2: delta(t)/delta(0) = (1 - t)^(1 - a) (continuous) and prod_k (1 - (1 - a) l_k), l_k = 1/(N - k)
+    (data-space Euler), for a perturbation direction with predictor sensitivity a."""
+    t = np.linspace(0, 1, n_grid)
+    tk = np.arange(nfe + 1) / nfe
+    lam = 1.0 / (nfe - np.arange(nfe))
+    out = {"t": t, "t_k": tk, "lambda": lam, "continuous": {}, "euler": {}}
+    for a in a_values:
+        out["continuous"][a] = (1 - t) ** (1 - a)
+        out["euler"][a] = np.concatenate([[1.0], np.cumprod(1 - (1 - a) * lam)])
+    return out
+
+
+def train_toy(param: str, cfg, seed: int = 0, device=None, progress: bool = True):
+    """One NB1 MLP trained on fresh ring samples: ``param="v"`` (RF-v loss) or ``"x"`` (PDRF loss, lambda 0)."""
+    torch.manual_seed(seed)
+    model = ToyMLP(cfg.toy_dim, cfg.toy_hidden, cfg.toy_depth).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.toy_lr, betas=(0.9, 0.95), weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.toy_steps)
+    g = torch.Generator().manual_seed(10_000 + seed)
+    hist = []
+    for _ in tqdm(range(cfg.toy_steps), leave=False, disable=not progress, desc=f"toy {param}"):
+        x, _ = embedded_ring(cfg.toy_batch, cfg.toy_dim, generator=g)
+        loss, _ = pdrf_loss(model, x.to(device), None, lambda_phy=0.0, param=param, t_eps=cfg.toy_t_eps, generator=g)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        hist.append(float(loss.detach()))
+    return model.eval(), np.array(hist)
+
+
+def toy_study(cfg, device=None) -> dict:
+    """Train the v- and x-predictor on the ring in D dimensions; sample both from the same noise at
+    every NFE; measure the off-manifold residual, SW2 of the projection and the radius spread."""
+    models = {p: train_toy(p, cfg, cfg.seed, device) for p in ("v", "x")}
+    data, P = embedded_ring(cfg.toy_samples, cfg.toy_dim, generator=torch.Generator().manual_seed(7))
+    P = P.to(device)
+    noise = torch.randn(cfg.toy_samples, cfg.toy_dim, generator=torch.Generator().manual_seed(8)).to(device)
+    ref2 = (data.to(device) @ P)
+    rows, traj, proj = [], {}, {}
+    for p, (model, _) in models.items():
+        for nfe in cfg.toy_nfes:
+            z, tr = sample(model, None, noise.shape, nfe=nfe, param=p, t_eps=cfg.toy_t_eps, noise=noise,
+                           return_traj=True)
+            y = z @ P
+            rows.append({"model": f"{p}-prediction", "nfe": nfe, "off_manifold": mt.off_manifold_residual(z, P),
+                         "sw2": mt.sliced_wasserstein(y, ref2), "radius_std": float(y.norm(dim=1).std())})
+            if nfe == 5:
+                traj[p] = {"z": [mt.off_manifold_residual(zk, P) for zk in tr["z"]],
+                           "x1_hat": [mt.off_manifold_residual(xk, P) for xk in tr["x1_hat"]]}
+                proj[p] = y.cpu().numpy()
+    return {"table": pd.DataFrame(rows), "traj": traj, "proj": proj, "data_proj": ref2.cpu().numpy(),
+            "data_radius_std": float(ref2.norm(dim=1).std()), "hist": {p: h for p, (_, h) in models.items()},
+            "models": {p: m for p, (m, _) in models.items()}, "P": P}
+
+
+def teacher_optimum(x1: torch.Tensor, x_sl: torch.Tensor, lam: float, steps: int = 500, lr: float | None = None) -> dict:
+    """P4 / claim 3: minimise ||x - X1||^2 + lam ||x - X_SL||^2 over a free tensor by gradient descent
+    (default step 0.25 / (1 + lam): the error halves every step, for any lam >= 0)."""
+    lr = 0.25 / (1 + lam) if lr is None else lr
+    x = torch.zeros_like(x1, requires_grad=True)
+    opt = torch.optim.SGD([x], lr=lr)
+    for _ in range(steps):
+        loss = ((x - x1) ** 2).sum() + lam * ((x - x_sl) ** 2).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    closed = (x1 + lam * x_sl) / (1 + lam)
+    return {"x": x.detach(), "closed": closed, "max_abs_diff": float((x.detach() - closed).abs().max())}
+
+
+# -- NB2: the radar world and the classical baselines --------------------------------------------------
+
+def shifted_block_example() -> dict:
+    """F9 / claim 6: a 4 x 4 storm on an 8 x 8 grid forecast one pixel too far east."""
+    obs = torch.zeros(1, 1, 8, 8, dtype=torch.float64)
+    obs[..., 2:6, 2:6] = 1.0
+    pred = torch.roll(obs, 1, dims=-1)
+    s = {k: float(v.reshape(-1)[0]) for k, v in mt.scores_from_counts(mt.contingency(pred, obs, [0.5])).items()}
+    s["fss3"] = float(mt.fss_from_sums(mt.fss_sums(pred, obs, 0.5, 3))[0])
+    s["pooled_csi"] = float(mt.scores_from_counts(mt.contingency(mt.max_pool(pred, 4), mt.max_pool(obs, 4),
+                                                                   [0.5]))["csi"].reshape(-1)[0])
+    return {"obs": obs[0, 0].numpy(), "pred": pred[0, 0].numpy(), "scores": s}
+
+
+def motion_sets(cfg, frames, motion, device=None) -> dict:
+    """Estimated motion from the last two input frames and its endpoint error on rainy pixels (R > 0.1)."""
+    t_in = cfg.radar.t_in
+    est = torch.cat([estimate_motion(frames[i:i + cfg.eval_batch, t_in - 2], frames[i:i + cfg.eval_batch, t_in - 1],
+                                     levels=cfg.hs_levels, iters=cfg.hs_iters)
+                     for i in range(0, frames.shape[0], cfg.eval_batch)])
+    rain = frames[:, t_in - 1] > 0.1
+    epe = (est - motion).norm(dim=1)
+    return {"est": est, "epe_rain": float(epe[rain].mean()), "epe_map": epe}
+
+
+def classical_forecasts(cfg, frames, motion, est) -> dict:
+    """Persistence and semi-Lagrangian extrapolation (estimated motion: straight and trajectory;
+    true motion: straight) for every test sequence, (B, t_out, H, W) each."""
+    t_in, t_out = cfg.radar.t_in, cfg.radar.t_out
+    last = frames[:, t_in - 1]
+    return {"persistence": persistence(frames[:, :t_in], t_out),
+            "sl_est": semi_lagrangian(last, est, t_out, "straight").clamp(0, 1),
+            "sl_est_traj": semi_lagrangian(last, est, t_out, "trajectory").clamp(0, 1),
+            "sl_true": semi_lagrangian(last, motion, t_out, "trajectory").clamp(0, 1)}
+
+
+def evaluate(cfg, preds: dict, obs: torch.Tensor, x_sl: torch.Tensor | None = None) -> dict:
+    """One :class:`~icml26.pdrf.metrics.NowcastEvaluator` summary per forecast (batches of ``eval_batch``)."""
+    out = {}
+    for name, pred in preds.items():
+        ev = mt.NowcastEvaluator(THRESHOLDS, cfg.radar.t_out, pool=4, clip=True)
+        for i in range(0, obs.shape[0], cfg.eval_batch):
+            sl = None if x_sl is None else x_sl[i:i + cfg.eval_batch]
+            ev.update(pred[i:i + cfg.eval_batch], obs[i:i + cfg.eval_batch], sl)
+        out[name] = ev.summary()
+    return out
+
+
+def classical_study(cfg, device=None) -> dict:
+    """NB2: the test set, estimated motion, the classical baselines and their scores."""
+    r = cfg.radar
+    frames, motion = generate_radar(cfg.n_test, r, torch.Generator().manual_seed(1001 + 2 * cfg.seed),
+                                    device=device, return_motion=True)
+    ms = motion_sets(cfg, frames, motion, device)
+    preds = classical_forecasts(cfg, frames, motion, ms["est"])
+    obs = frames[:, r.t_in:]
+    return {"frames": frames, "motion": motion, **ms, "preds": preds, "scores": evaluate(cfg, preds, obs)}
+
+
+def base_rates(frames: torch.Tensor) -> dict:
+    """Fraction of pixels at or above each verification threshold."""
+    return {th: float((frames >= th).double().mean()) for th in THRESHOLDS}
+
+
+def skill_table(scores: dict, thr_index: int = 1, fss_thr: int = 2, fss_win: int = 2) -> pd.DataFrame:
+    """One row per forecast: CSI-M, mean CSI/POD/FAR/HSS/BIAS at ``THRESHOLDS[thr_index]``, pooled
+    CSI and FSS (``THRESHOLDS[fss_thr]``, window index ``fss_win``), all averaged over leads."""
+    rows = []
+    for name, s in scores.items():
+        rows.append({"forecast": MODEL_LABELS.get(name, name), "CSI-M": s["csi_m"],
+                     **{k.upper(): mt.nanmean(s[k][thr_index]) for k in ("csi", "pod", "far", "hss", "bias")},
+                     "pooled CSI": mt.nanmean(s["pooled_csi"][thr_index]),
+                     "FSS": mt.nanmean(s["fss"][fss_thr, fss_win]), "MSE": float(np.mean(s["mse"]))})
+    return pd.DataFrame(rows).set_index("forecast")
+
+
+# -- NB3: the learned models --------------------------------------------------------------------------
+
+def make_unet(cfg, kind: str, device=None) -> CondUNet:
+    r = cfg.radar
+    return CondUNet(r.t_in, r.t_out, base=cfg.base, mults=cfg.mults, emb_dim=cfg.emb_dim,
+                    noise_input=(kind != "det")).to(device)
+
+
+def train_model(cfg, kind: str, train_frames, seed: int = 0, teacher=None, device=None, lambda_phy=None):
+    """One U-Net of ``kind`` with the shared budget (same steps, batch, optimiser, EMA)."""
+    torch.manual_seed(1000 * seed + LEARNED.index(kind))
+    model = make_unet(cfg, kind, device)
+    return train(model, kind, train_frames, cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr,
+                 lambda_phy=cfg.lambda_phy if lambda_phy is None else lambda_phy, t_eps=cfg.t_eps,
+                 ema_beta=cfg.ema_beta, ema_every=cfg.ema_every, teacher=teacher,
+                 generator=torch.Generator().manual_seed(100 + seed))
+
+
+@torch.no_grad()
+def predict(cfg, kind: str, model, cond: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+    """Forecasts (B, t_out, H, W) clipped to [0, 1]; generative models use the given shared noise."""
+    outs = []
+    for i in range(0, cond.shape[0], cfg.eval_batch):
+        c = cond[i:i + cfg.eval_batch]
+        if kind == "det":
+            outs.append(model(None, None, c))
+        else:
+            nz = noise[i:i + cfg.eval_batch]
+            outs.append(sample(model, c, nz.shape, nfe=cfg.nfe, param="v" if kind == "rf_v" else "x",
+                               t_eps=cfg.t_eps, noise=nz))
+    return torch.cat(outs).clamp(0, 1)
+
+
+def case_counts(pred: torch.Tensor, obs: torch.Tensor, threshold: float, pool: int = 1) -> torch.Tensor:
+    """Contingency counts per test case (B, T, 4) at one threshold (after an optional max-pool)."""
+    if pool > 1:
+        pred, obs = mt.max_pool(pred, pool), mt.max_pool(obs, pool)
+    p, o = pred >= threshold, obs >= threshold
+    return torch.stack([(p & o).sum((2, 3)), (~p & o).sum((2, 3)), (p & ~o).sum((2, 3)),
+                        (~p & ~o).sum((2, 3))], -1).double().cpu()
+
+
+def bootstrap_gap(counts_a: torch.Tensor, counts_b: torch.Tensor, leads, n_boot: int, seed: int = 0) -> dict:
+    """Paired bootstrap over test cases of CSI(a) - CSI(b) averaged over ``leads`` (counts (B, T, 4))."""
+    B = counts_a.shape[0]
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, B, (n_boot, B), generator=g)
+
+    def csi(c):
+        s = c.sum(1)[:, list(leads)]                                                # (n_boot | 1, L, 4)
+        return (s[..., 0] / (s[..., 0] + s[..., 1] + s[..., 2]).clamp_min(1)).mean(-1)
+
+    point = float(csi(counts_a[None]) - csi(counts_b[None]))
+    boots = (csi(counts_a[idx]) - csi(counts_b[idx])).numpy()
+    return {"gap": point, "lo": float(np.quantile(boots, 0.025)), "hi": float(np.quantile(boots, 0.975)),
+            "std": float(boots.std()), "frac_pos": float((boots > 0).mean())}
+
+
+def model_study(cfg, device=None) -> dict:
+    """NB3: train U-Net (MSE), RF-v, RF-x and PDRF with one budget, forecast the test set (same
+    noise for all generative models) and score them next to the classical baselines."""
+    r = cfg.radar
+    sp = make_splits(r, cfg.n_train, cfg.n_test, seed=cfg.seed, device=device)
+    tr, te = sp["train"], sp["test"]
+    teach_tr = torch.cat([sl_teacher(tr[i:i + 256, :r.t_in], r.t_out, levels=cfg.hs_levels, iters=cfg.hs_iters)
+                          for i in range(0, tr.shape[0], 256)])
+    cond, obs = te[:, :r.t_in], te[:, r.t_in:]
+    ms = motion_sets(cfg, te, sp["test_motion"], device)
+    classical = classical_forecasts(cfg, te, sp["test_motion"], ms["est"])
+    x_sl = classical["sl_est"]
+    noise = torch.randn(obs.shape, generator=torch.Generator().manual_seed(4242)).to(obs)
+    models, hist, preds, extra = {}, {}, dict(classical), {}
+    for kind in LEARNED:
+        seeds = cfg.seeds if kind in ("rf_x", "pdrf") else cfg.seeds[:1]
+        for s in seeds:
+            m, h = train_model(cfg, kind, tr, seed=s, teacher=teach_tr if kind == "pdrf" else None, device=device)
+            p = predict(cfg, kind, m, cond, noise)
+            if s == cfg.seeds[0]:
+                models[kind], hist[kind], preds[kind] = m, h, p
+            else:
+                extra[(kind, s)] = p
+    scores = evaluate(cfg, preds, obs, x_sl=x_sl)
+    half = list(range(r.t_out // 2, r.t_out))
+    cc = {k: case_counts(preds[k], obs, THRESHOLDS[1], pool=4) for k in ("rf_x", "pdrf")}
+    boot = bootstrap_gap(cc["pdrf"], cc["rf_x"], half, cfg.n_boot, seed=cfg.seed)
+    seed_gaps = []
+    for s in cfg.seeds[1:]:
+        sc = evaluate(cfg, {"rf_x": extra[("rf_x", s)], "pdrf": extra[("pdrf", s)]}, obs)
+        seed_gaps.append(float(np.mean(sc["pdrf"]["pooled_csi"][1, half]) - np.mean(sc["rf_x"]["pooled_csi"][1, half])))
+    seed_gaps.insert(0, float(np.mean(scores["pdrf"]["pooled_csi"][1, half]) - np.mean(scores["rf_x"]["pooled_csi"][1, half])))
+    case = int(torch.argmax((obs >= THRESHOLDS[3]).sum((1, 2, 3))[: min(16, obs.shape[0])]))
+    trajs = {}
+    for kind in ("rf_v", "pdrf"):
+        _, tr_k = sample(models[kind], cond[case:case + 1], obs[case:case + 1].shape, nfe=cfg.nfe,
+                         param="v" if kind == "rf_v" else "x", t_eps=cfg.t_eps, noise=noise[case:case + 1],
+                         return_traj=True)
+        trajs[kind] = {k: v[:, 0].cpu() for k, v in tr_k.items()}
+    return {"test": te, "obs": obs, "cond": cond, "x_sl": x_sl, "preds": preds, "scores": scores, "models": models,
+            "hist": hist, "boot": boot, "seed_gaps": np.array(seed_gaps), "case": case, "trajs": trajs,
+            "epe_rain": ms["epe_rain"], "half": half}
+
+
+def claim_numbers(scores: dict, half, t_out: int) -> dict:
+    """The quantities of spec claims 12-16 from NB3 scores."""
+    last3 = list(range(max(0, t_out - 3), t_out))
+    return {
+        "csi_m": {k: s["csi_m"] for k, s in scores.items()},
+        "bias_last3": {k: mt.nanmean(s["bias"][3, last3]) for k, s in scores.items()},
+        "adv_mse": {k: s["adv_mse"] for k, s in scores.items()},
+        "fss_half": {k: mt.nanmean(s["fss"][2, 2, half]) for k, s in scores.items()},
+        "pooled_half": {k: mt.nanmean(s["pooled_csi"][1, half]) for k, s in scores.items()},
+    }

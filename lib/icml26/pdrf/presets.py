@@ -1,0 +1,77 @@
+"""Scale presets of the pdrf chapter (spec Sec. 7.6). Notebooks never hard-code sizes.
+
+Book step counts come from a measurement on the 2-core CPU: one batch-16 training step of the
+base-16 U-Net on 32 x 32 x (4 + 8) frames costs about 0.05 s of CPU time; the NB1 MLP step with
+batch 512 about 7 ms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from icml26.core import preset_for
+
+from .data import RadarConfig
+
+
+@dataclass(frozen=True)
+class PDRFPreset:
+    seed: int = 0
+    # -- NB1: the embedded ring toy -------------------------------------------------------------------
+    toy_dim: int = 64
+    toy_hidden: int = 256
+    toy_depth: int = 3
+    toy_steps: int = 4000
+    toy_batch: int = 512
+    toy_lr: float = 1e-3
+    toy_t_eps: float = 0.05           # book choice (spec Sec. 11): 1e-3 trains too slowly at this budget
+    toy_samples: int = 2000
+    toy_nfes: tuple = (2, 5, 10)
+    # -- NB2 / NB3: the radar world -------------------------------------------------------------------
+    radar: RadarConfig = field(default_factory=RadarConfig)
+    n_train: int = 1024
+    n_test: int = 256
+    eval_batch: int = 128
+    hs_levels: int = 2
+    hs_iters: int = 100
+    epe_cases: int = 256
+    # -- NB3: the four networks (identical except the loss) -------------------------------------------
+    base: int = 16
+    mults: tuple = (1, 2, 2)
+    emb_dim: int = 64
+    steps: int = 700                  # per model, from the 0.05 s CPU step measurement
+    batch_size: int = 16
+    lr: float = 3e-3
+    lambda_phy: float = 0.1
+    t_eps: float = 0.05               # book choice (spec Sec. 11), printed in NB3; gpu: official 1e-3
+    ema_beta: float = 0.95
+    ema_every: int = 5
+    nfe: int = 5
+    seeds: tuple = (0,)               # training seeds of RF-x and PDRF (claim 16 spread at gpu scale)
+    n_boot: int = 1000                # bootstrap over test sequences for the claim-16 gap
+    gallery_leads: tuple = (1, 4, 8)
+
+    def dry_run(self) -> PDRFPreset:
+        """Loop counts cut (training steps, seeds, bootstrap and evaluation batches, training
+        sequences generated); sizes kept (grid, lengths, widths, batch sizes)."""
+        return replace(self, toy_steps=min(self.toy_steps, 3), toy_samples=min(self.toy_samples, 256),
+                       steps=min(self.steps, 1), seeds=self.seeds[:1], n_boot=min(self.n_boot, 20),
+                       n_train=min(self.n_train, 2 * self.batch_size), n_test=min(self.n_test, 8),
+                       epe_cases=min(self.epe_cases, 8), hs_iters=min(self.hs_iters, 10))
+
+
+PRESETS = {
+    "smoke": PDRFPreset(toy_hidden=64, toy_steps=40, toy_batch=256, toy_samples=256, n_train=16, n_test=16,
+                        eval_batch=16, hs_iters=20, epe_cases=16, base=8, steps=4, batch_size=8, n_boot=50),
+    "book": PDRFPreset(),
+    "gpu": PDRFPreset(toy_steps=20000, toy_samples=8192,
+                      radar=RadarConfig(H=64, W=64, t_in=5, t_out=20, margin=12, n_cells=(10, 18), k_max=20),
+                      n_train=8192, n_test=1024, eval_batch=256,
+                      base=64, mults=(1, 2, 2, 2), emb_dim=128, steps=10000, batch_size=16, lr=2e-4, ema_every=20,
+                      t_eps=1e-3, seeds=tuple(range(10)), gallery_leads=(1, 10, 20)),
+}
+
+
+def preset(scale: str | None = "book") -> PDRFPreset:
+    """The preset for ``scale`` (``ICML26_SCALE`` overrides)."""
+    return preset_for(PRESETS, scale)

@@ -1,0 +1,227 @@
+"""Experiment runners for the notebooks (return DataFrames; batched over proteins of one length)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .backbone import length_groups, make_backbones
+from .checkpoints import NAMES, RECIPE, load_pretrained, tokenizer_config, training_log
+from .fsq import code_usage
+from .geometry import center_and_scale, kabsch_rmsd, kabsch_superpose, tm_align, tm_score
+from .model import DiffusionTokenizer, train_tokenizer
+from .probe import global_embeddings, local_token_features, probe_accuracy
+
+LABELS = {"apt_mini": "APT-mini", "kanzi_mini": "Kanzi-mini"}
+TEST_SEED = 10_000     # held-out chains use seeds far from the training stream
+
+
+def gen(dev, seed: int) -> torch.Generator:
+    """A seeded generator on ``dev`` (sampler noise is drawn where the model lives)."""
+    return torch.Generator(device=torch.device(dev)).manual_seed(int(seed))
+
+
+def load_models(cfg, device="cpu", progress: bool = True) -> tuple[dict[str, DiffusionTokenizer], dict[str, dict]]:
+    """The two tokenizers and their training logs: the shipped checkpoints when ``cfg.retrain_steps == 0``,
+    otherwise trained here with the checkpoint recipe, ``cfg.retrain_steps`` steps and ``cfg.model_overrides``."""
+    models, logs = {}, {}
+    for name in NAMES:
+        if cfg.retrain_steps == 0:
+            models[name] = load_pretrained(name, device=device)
+            logs[name] = training_log(name)
+        else:
+            mcfg = replace(tokenizer_config(name), **dict(cfg.model_overrides))
+            r = RECIPE
+            m, log = train_tokenizer(mcfg, tuple(cfg.lengths), cfg.retrain_steps, batch=r["batch"], lr=r["lr"],
+                                     warmup=min(r["warmup"], max(1, cfg.retrain_steps // 10)), seed=cfg.seed,
+                                     noise_deg=r["noise_deg"], device=str(device), progress=progress)
+            for p in m.parameters():
+                p.requires_grad_(False)
+            models[name], logs[name] = m, log
+    return models, logs
+
+
+def test_set(n: int, lengths=(36, 48), seed: int = 0, classes=None) -> dict:
+    """Held-out synthetic chains (seed offset by ``TEST_SEED``)."""
+    return make_backbones(n, tuple(lengths), seed=TEST_SEED + seed, classes=classes)
+
+
+def _groups(data: dict):
+    for length, idx in length_groups(data):
+        yield length, idx, data["CA"][idx, :length]
+
+
+def collapse_monitor(models: dict[str, DiffusionTokenizer], data: dict, first: int = 4) -> pd.DataFrame:
+    """Code perplexity over the first ``first`` token positions (all proteins pooled), fraction of the
+    codebook used, and bits per position; a perplexity near 1 means the FSQ has collapsed."""
+    rows = []
+    for name, model in models.items():
+        p = next(model.parameters())
+        ids = []
+        for _, _, x in _groups(data):
+            _, idx = model.encode(center_and_scale(x.to(p.device, p.dtype)))
+            ids.append(idx[:, :first].cpu())
+        use = code_usage(torch.cat(ids), model.fsq.codebook_size)
+        rows.append({"model": LABELS.get(name, name), "perplexity": use["perplexity"], "codes used": use["used"],
+                     "bits per position": use["entropy_bits_per_position"]})
+    return pd.DataFrame(rows)
+
+
+@torch.no_grad()
+def reconstruct(model: DiffusionTokenizer, data: dict, ks, steps: int = 25, seed: int = 0, with_all: bool = False,
+                progress: bool = True) -> pd.DataFrame:
+    """Encode each protein, decode from its first k tokens (the rest zeroed) with the deterministic ODE
+    sampler (eta = 0, guidance 1; the same initial noise for every k) and measure Kabsch RMSD and the
+    book's TM-score to the target. ``with_all`` adds k = L (every token). Rows: protein, length, label,
+    k ("all" as -1), rmsd (A), tm."""
+    p = next(model.parameters())
+    rows = []
+    groups = list(_groups(data))
+    for length, idx, x in tqdm(groups, leave=False, disable=not progress, desc="reconstruct"):
+        x = x.to(p.device, p.dtype)
+        _, tok = model.encode(center_and_scale(x))
+        kk = list(ks) + ([-1] if with_all else [])
+        for k in kk:
+            n_keep = tok.shape[1] if k == -1 else min(k, tok.shape[1])
+            y = model.decode(tok, length, n_keep=n_keep, steps=steps, eta=0.0, guidance=1.0, score_weight=0.0,
+                             generator=gen(p.device, seed * 1000 + length)) * 10.0
+            r = kabsch_rmsd(y, x).cpu()
+            t = tm_score(y, x).cpu()
+            for j, i in enumerate(idx.tolist()):
+                rows.append({"protein": i, "length": length, "label": int(data["label"][i]), "k": k,
+                             "rmsd": float(r[j]), "tm": float(t[j])})
+    return pd.DataFrame(rows)
+
+
+@torch.no_grad()
+def swap_sensitivity(model: DiffusionTokenizer, data: dict, positions, steps: int = 25, seed: int = 0,
+                     progress: bool = True, profile_protein: int = 0) -> tuple[pd.DataFrame, dict]:
+    """Replace token j of every protein by token j of another protein of the same length (an
+    in-distribution swap), decode with the same sampler noise as the unswapped tokens (all tokens kept,
+    ODE sampler) and measure the RMSD between the two decodes. ``positions`` may hold -1 (the last
+    token). Also returns per-residue displacement profiles of ``profile_protein`` for every j."""
+    p = next(model.parameters())
+    rows, profiles = [], {}
+    for length, idx, x in tqdm(list(_groups(data)), leave=False, disable=not progress, desc="swaps"):
+        if len(idx) < 2:
+            continue
+        x = x.to(p.device, p.dtype)
+        _, tok = model.encode(center_and_scale(x))
+        partner = torch.roll(torch.arange(len(idx)), 1)
+        g0 = seed * 1000 + length
+        base = model.decode(tok, length, steps=steps, eta=0.0, guidance=1.0, score_weight=0.0,
+                            generator=gen(p.device, g0)) * 10.0
+        for j in positions:
+            jj = tok.shape[1] - 1 if j == -1 else j
+            if jj >= tok.shape[1]:
+                continue
+            sw = tok.clone()
+            sw[:, jj] = tok[partner, jj]
+            y = model.decode(sw, length, steps=steps, eta=0.0, guidance=1.0, score_weight=0.0,
+                             generator=gen(p.device, g0)) * 10.0
+            r = kabsch_rmsd(y, base).cpu()
+            for a, i in enumerate(idx.tolist()):
+                rows.append({"protein": i, "length": length, "j": j, "token": jj, "rmsd": float(r[a]),
+                             "same_token": bool(tok[a, jj] == tok[partner[a], jj])})
+            hit = (idx == profile_protein).nonzero().flatten()
+            if len(hit):
+                a = int(hit[0])
+                disp = (kabsch_superpose(y[a:a + 1], base[a:a + 1]) - base[a:a + 1]).norm(dim=-1)[0]
+                profiles[j] = disp.cpu().numpy()
+    return pd.DataFrame(rows), profiles
+
+
+def swap_summary(df: pd.DataFrame, early, late, n_boot: int = 2000, seed: int = 0) -> dict:
+    """Mean swap RMSD over the ``early`` and ``late`` positions, their ratio and a paired bootstrap
+    interval of (early - late) over proteins."""
+    from .theory import bootstrap_mean_ci
+
+    e = df[df.j.isin(early)].groupby("protein").rmsd.mean()
+    lt = df[df.j.isin(late)].groupby("protein").rmsd.mean()
+    both = e.index.intersection(lt.index)
+    diff = (e[both] - lt[both]).to_numpy()
+    lo, hi = bootstrap_mean_ci(diff, n_boot, seed)
+    return {"early": float(e.mean()), "late": float(lt.mean()), "ratio": float(e.mean() / lt.mean()),
+            "gap": float(diff.mean()), "gap_lo": lo, "gap_hi": hi}
+
+
+@torch.no_grad()
+def shrink_study(model: DiffusionTokenizer, data: dict, rhos, steps: int = 25, seed: int = 0,
+                 progress: bool = True) -> pd.DataFrame:
+    """Zero-shot shrinking (Sec. 3.8): decode each protein's tokens at L' = floor(rho L) and align the
+    decode to its parent with TM-align (tmtools; TM normalised by the shorter chain). Control: the same
+    decode against a random other-class protein of the parent's length. Also the book's own TM-score
+    (equal lengths only, rho = 1). Rows: protein, rho, tm_parent, tm_control, rmsd_parent (aligned)."""
+    p = next(model.parameters())
+    rows = []
+    rng = np.random.default_rng(seed)
+    groups = list(_groups(data))
+    for length, idx, x in tqdm(groups, leave=False, disable=not progress, desc="shrink"):
+        x = x.to(p.device, p.dtype)
+        _, tok = model.encode(center_and_scale(x))
+        labels = data["label"][idx]
+        for rho in rhos:
+            lp = int(np.floor(rho * length))
+            y = model.decode(tok, lp, steps=steps, eta=0.0, guidance=1.0, score_weight=0.0,
+                             generator=gen(p.device, seed * 1000 + lp)) * 10.0
+            own = tm_score(y, x).cpu() if lp == length else None
+            yc, xc = y.cpu().double().numpy(), x.cpu().double().numpy()
+            for a, i in enumerate(idx.tolist()):
+                others = (labels != labels[a]).nonzero().flatten().tolist()
+                if not others:
+                    continue
+                b = others[int(rng.integers(len(others)))]
+                par = tm_align(yc[a], xc[a])
+                ctl = tm_align(yc[a], xc[b])
+                rows.append({"protein": i, "length": length, "rho": rho, "tm_parent": par["tm_short"],
+                             "tm_control": ctl["tm_short"], "rmsd_parent": par["rmsd"],
+                             "tm_own": float(own[a]) if own is not None else np.nan})
+    return pd.DataFrame(rows)
+
+
+def probing_table(models: dict[str, DiffusionTokenizer], data: dict, ntoks: int = 8, folds: int = 5, seed: int = 0,
+                  hidden: int = 128, max_iter: int = 400, tasks: dict | None = None,
+                  progress: bool = True) -> pd.DataFrame:
+    """Fold-program classification from five fixed-size representations, each with a linear and an
+    MLP probe (5-fold CV): APT embed (first ``ntoks`` tokens), APT embed of all 16 tokens, and Kanzi's
+    mean codes, bag of codes and mean pre-quantisation features. ``tasks``: name -> list of classes
+    (default: the 6-way task and the composition-matched 3-way task)."""
+    apt, kanzi = models["apt_mini"], models["kanzi_mini"]
+    ca, mask = data["CA"], data["mask"]
+    feats = {
+        f"APT embed (first {ntoks} tokens)": global_embeddings(apt, ca, mask, ntoks),
+        f"APT embed (all {apt.cfg.n_tokens} tokens)": global_embeddings(apt, ca, mask, apt.cfg.n_tokens),
+        "Kanzi mean-pooled codes": local_token_features(kanzi, ca, mask, "codes"),
+        "Kanzi bag of codes": local_token_features(kanzi, ca, mask, "bag"),
+        "Kanzi mean-pooled features": local_token_features(kanzi, ca, mask, "features"),
+    }
+    names = data["classes"]
+    tasks = tasks or {"6-way": list(names), "3-way (EEHH/HHEE/HEEH)": ["EEHH", "HHEE", "HEEH"]}
+    labels = data["label"].numpy()
+    rows = []
+    jobs = [(t, f, m) for t in tasks for f in feats for m in ("linear", "mlp")]
+    for task, fname, probe in tqdm(jobs, leave=False, disable=not progress, desc="probes"):
+        keep = np.isin(np.array(names)[labels], tasks[task])
+        acc, sd = probe_accuracy(feats[fname][keep], labels[keep], probe, folds, seed, hidden, max_iter)
+        rows.append({"task": task, "representation": fname, "probe": probe, "dims": feats[fname].shape[1],
+                     "accuracy": acc, "sd": sd})
+    return pd.DataFrame(rows)
+
+
+def tm_agreement(data: dict, noise=(0.25, 0.5, 1.0, 1.5, 2.0, 3.0), seed: int = 0) -> pd.DataFrame:
+    """The book's batched TM-score against TM-align (tmtools) on each chain and a copy perturbed by
+    Gaussian noise of each size (angstrom per coordinate); rows: protein, noise, own, tmalign."""
+    g = torch.Generator().manual_seed(seed)
+    rows = []
+    for _length, idx, x in _groups(data):
+        for s in noise:
+            y = x + s * torch.randn(x.shape, generator=g)
+            own = tm_score(y, x)
+            for a, i in enumerate(idx.tolist()):
+                rows.append({"protein": i, "noise": s, "own": float(own[a]),
+                             "tmalign": tm_align(y[a], x[a])["tm_q"]})
+    return pd.DataFrame(rows)

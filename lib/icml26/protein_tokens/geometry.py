@@ -1,0 +1,205 @@
+"""Geometry of C-alpha traces: units, poses, superposition, RMSD and TM-score (batched torch).
+
+Convention (spec Sec. 3.1 and 11): angstrom outside the models, nanometres (centred, divided by 10)
+inside them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+def check_coords(x, name: str = "x", max_len: int | None = None) -> Tensor:
+    """Validate coordinates of shape (B, L, 3) or (L, 3); returns a (B, L, 3) float tensor."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of shape (B, L, 3), got {type(x).__name__}")
+    if x.ndim == 2:
+        x = x[None]
+    if x.ndim != 3 or x.shape[-1] != 3:
+        raise ValueError(f"{name} must have shape (B, L, 3) or (L, 3), got {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got {x.dtype}")
+    if x.shape[0] < 1:
+        raise ValueError(f"{name} must hold at least one structure")
+    if x.shape[1] < 3:
+        raise ValueError(f"{name} must have at least 3 residues, got L={x.shape[1]}")
+    if max_len is not None and x.shape[1] > max_len:
+        raise ValueError(f"{name} has L={x.shape[1]} residues, more than max_len={max_len}")
+    if not torch.isfinite(x).all():
+        raise ValueError(f"{name} must be finite (no NaN or inf)")
+    return x
+
+
+def check_mask(mask, x: Tensor, name: str = "mask") -> Tensor:
+    """A boolean (B, L) mask matching ``x``; every row must keep at least 3 residues."""
+    if mask is None:
+        return torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(mask).__name__}")
+    if mask.ndim == 1:
+        mask = mask[None]
+    if tuple(mask.shape) != tuple(x.shape[:2]):
+        raise ValueError(f"{name} must have shape {tuple(x.shape[:2])}, got {tuple(mask.shape)}")
+    mask = mask.bool()
+    if (mask.sum(1) < 3).any():
+        raise ValueError(f"{name} has a row with fewer than 3 True entries (all-False rows are not allowed)")
+    return mask
+
+
+def center_and_scale(x: Tensor, mask: Tensor | None = None, scale: float = 10.0) -> Tensor:
+    """Centre each protein on its (masked) centroid and divide by ``scale`` (angstrom -> nm by default)."""
+    x = check_coords(x)
+    m = check_mask(mask, x).to(x.dtype)[..., None]
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a positive number, got {scale!r}")
+    cen = (x * m).sum(1, keepdim=True) / m.sum(1, keepdim=True)
+    return (x - cen) * m / scale
+
+
+def random_rotation(n: int, generator: torch.Generator | None = None, dtype=torch.float32) -> Tensor:
+    """(n, 3, 3) rotations, uniform on SO(3) (QR of a Gaussian matrix with the sign fix, det +1)."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    a = torch.randn(n, 3, 3, generator=generator, dtype=torch.float64)
+    q, r = torch.linalg.qr(a)
+    q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))[:, None, :]
+    det = torch.linalg.det(q)
+    q[:, :, 2] *= det[:, None]
+    return q.to(dtype)
+
+
+def canonicalize(x: Tensor) -> Tensor:
+    """Deterministic PCA pose (spec Sec. 3.1): centre, rotate onto the principal axes (descending
+    eigenvalues), flip each axis so that the farthest point along it is positive, and flip the last axis
+    if the frame is a reflection. Returns (B, L, 3)."""
+    x = check_coords(x)
+    xc = x - x.mean(1, keepdim=True)
+    cov = xc.transpose(1, 2) @ xc
+    evals, evecs = torch.linalg.eigh(cov.double())
+    evecs = evecs.flip(-1).to(x.dtype)                              # descending
+    y = xc @ evecs
+    far = y.abs().argmax(1, keepdim=True)                           # (B, 1, 3)
+    sign = torch.sign(y.gather(1, far)).squeeze(1)
+    sign = torch.where(sign == 0, torch.ones_like(sign), sign)
+    r = evecs * sign[:, None, :]
+    det = torch.linalg.det(r.double()).to(x.dtype)
+    r = torch.cat([r[..., :2], r[..., 2:] * det[:, None, None]], -1)
+    return xc @ r
+
+
+def kabsch_superpose(p: Tensor, q: Tensor, w: Tensor | None = None) -> Tensor:
+    """Move ``p`` onto ``q`` by the rotation and translation minimising the (weighted) squared distance."""
+    if w is None:
+        w = torch.ones(p.shape[:2], dtype=p.dtype, device=p.device)
+    w = w.to(p.dtype)[..., None]
+    ws = w.sum(1, keepdim=True).clamp_min(1e-12)
+    pc = (p * w).sum(1, keepdim=True) / ws
+    qc = (q * w).sum(1, keepdim=True) / ws
+    h = ((p - pc) * w).transpose(1, 2) @ (q - qc)
+    u, _, vt = torch.linalg.svd(h.double())
+    d = torch.sign(torch.linalg.det(vt.transpose(1, 2) @ u.transpose(1, 2)))
+    d = torch.where(d == 0, torch.ones_like(d), d)
+    s = torch.diag_embed(torch.stack([torch.ones_like(d), torch.ones_like(d), d], -1))
+    rot = (u @ s @ vt).to(p.dtype)                                  # p_c @ rot ~ q_c
+    return (p - pc) @ rot + qc
+
+
+def kabsch_rmsd(p: Tensor, q: Tensor, mask: Tensor | None = None) -> Tensor:
+    """(B,) RMSD after optimal rigid superposition (proper rotations only, so a mirror image is not 0)."""
+    p = check_coords(p, "p")
+    q = check_coords(q, "q")
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same shape, got {tuple(p.shape)} and {tuple(q.shape)}")
+    dt = torch.promote_types(torch.promote_types(p.dtype, q.dtype), torch.float32)
+    p, q = p.to(dt), q.to(dt)
+    m = check_mask(mask, p)
+    ps = kabsch_superpose(p, q, m)
+    mf = m.to(p.dtype)
+    return (((ps - q) ** 2).sum(-1) * mf).sum(1).div(mf.sum(1)).sqrt()
+
+
+def d0(length: int | Tensor) -> Tensor | float:
+    """TM-score distance scale d0(L) = 1.24 (L - 15)^(1/3) - 1.8 angstrom (floored at 0.5)."""
+    if isinstance(length, Tensor):
+        return (1.24 * (length.double() - 15).clamp_min(0).pow(1 / 3) - 1.8).clamp_min(0.5)
+    return max(1.24 * max(length - 15, 0) ** (1 / 3) - 1.8, 0.5)
+
+
+def tm_from_distances(d: Tensor, L: int) -> Tensor:
+    """TM-score (1/L) sum_i 1/(1 + (d_i/d0(L))^2) of per-residue distances ``d`` (..., n)."""
+    if not isinstance(d, Tensor):
+        raise TypeError(f"d must be a torch.Tensor, got {type(d).__name__}")
+    if not isinstance(L, int) or isinstance(L, bool) or L < 1:
+        raise ValueError(f"L must be a positive int, got {L!r}")
+    return (1.0 / (1.0 + (d / d0(L)) ** 2)).sum(-1) / L
+
+
+def tm_score(p: Tensor, q: Tensor, refine: bool = True, iters: int = 6) -> Tensor:
+    """(B,) TM-score of equal-length traces with residue i matched to residue i (no alignment search).
+
+    Kabsch superposition on all residues; with ``refine`` the superposition is repeated on the residues
+    within d0 (then 1.5 d0, 2 d0 if too few are close), keeping the best score, a light version of the
+    TM-score program's search. A lower bound of TM-align's score, which may also re-align residues.
+    """
+    p = check_coords(p, "p")
+    q = check_coords(q, "q")
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same shape, got {tuple(p.shape)} and {tuple(q.shape)}")
+    dt = torch.promote_types(torch.promote_types(p.dtype, q.dtype), torch.float32)
+    p, q = p.to(dt), q.to(dt)
+    L = p.shape[1]
+    scale = d0(L)
+    w = torch.ones(p.shape[:2], dtype=p.dtype, device=p.device)
+    best = torch.zeros(p.shape[0], dtype=torch.float64, device=p.device)
+    for _ in range(iters if refine else 1):
+        dist = (kabsch_superpose(p, q, w) - q).norm(dim=-1)
+        best = torch.maximum(best, tm_from_distances(dist.double(), L))
+        new_w = torch.zeros_like(w)
+        for f in (1.0, 1.5, 2.0, 1e9):                              # widen until >= 3 residues are close
+            cand = (dist < f * scale).to(p.dtype)
+            fill = (new_w.sum(1) < 3)[:, None]
+            new_w = torch.where(fill, cand, new_w)
+        w = new_w
+    return best.to(p.dtype)
+
+
+def tm_align(p, q) -> dict[str, float]:
+    """TM-align (via the optional ``tmtools`` bindings) of two C-alpha traces of any lengths (angstrom).
+
+    Returns ``tm_p``/``tm_q`` (normalised by the length of ``p`` / ``q``), ``tm_short`` (by the shorter
+    chain) and ``rmsd`` over the aligned residues.
+    """
+    try:
+        from tmtools import tm_align as _tm
+    except ImportError as e:  # pragma: no cover - tmtools is a declared dependency
+        raise ImportError("tm_align needs tmtools: pip install tmtools") from e
+    arrs = []
+    for name, a in (("p", p), ("q", q)):
+        a = a.detach().cpu().numpy() if isinstance(a, Tensor) else np.asarray(a)
+        if a.ndim != 2 or a.shape[1] != 3 or a.shape[0] < 3:
+            raise ValueError(f"{name} must have shape (L, 3) with L >= 3, got {a.shape}")
+        if not np.isfinite(a).all():
+            raise ValueError(f"{name} must be finite")
+        arrs.append(np.ascontiguousarray(a, dtype=np.float64))
+    r = _tm(arrs[0], arrs[1], "A" * len(arrs[0]), "A" * len(arrs[1]))
+    short = r.tm_norm_chain1 if len(arrs[0]) <= len(arrs[1]) else r.tm_norm_chain2
+    return {"tm_p": float(r.tm_norm_chain1), "tm_q": float(r.tm_norm_chain2), "tm_short": float(short),
+            "rmsd": float(r.rmsd)}
+
+
+def ca_geometry_stats(x: Tensor) -> dict[str, float]:
+    """Local-geometry proxies of C-alpha traces (angstrom): fraction of consecutive distances within
+    3.8 +- 0.3 A, clash rate (pairs |i-j| >= 3 closer than 3.0 A) and mean radius of gyration."""
+    x = check_coords(x)
+    bond = (x[:, 1:] - x[:, :-1]).norm(dim=-1)
+    dist = torch.cdist(x, x)
+    L = x.shape[1]
+    far = (torch.arange(L)[:, None] - torch.arange(L)[None]).abs().to(x.device) >= 3
+    clash = ((dist < 3.0) & far).sum((1, 2)).float() / far.sum().clamp_min(1)
+    rg = (x - x.mean(1, keepdim=True)).pow(2).sum(-1).mean(1).sqrt()
+    return {"bond_in_range": float(((bond - 3.8).abs() <= 0.3).float().mean()),
+            "clash_rate": float(clash.mean()), "rg": float(rg.mean())}

@@ -1,0 +1,348 @@
+"""PDRF: the identities of spec Sec. 8 (claims 1-8), bad inputs (Sec. 9), the pysteps cross-check."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+
+import icml26.pdrf as m
+import numpy as np
+import pytest
+import torch
+from icml26.pdrf import experiments as ex
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def _pysteps():
+    """Import pysteps quietly (its import prints a configuration line)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return pytest.importorskip("pysteps")
+
+
+class _Rand(torch.nn.Module):
+    """A fixed random nonlinear 'predictor' of the clean sequence."""
+
+    def __init__(self, shape):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(shape, generator=_gen(3), dtype=torch.float64))
+        self.t_in = 2
+
+    def forward(self, z, t, cond):
+        return torch.tanh(z * self.w + t.view(-1, *([1] * (z.dim() - 1))))
+
+
+class _Const(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = torch.nn.Parameter(c)
+
+    def forward(self, z, t, cond):
+        return self.c.expand_as(z)
+
+
+# -- claim 1: data-space Euler ----------------------------------------------------------------------
+
+def test_euler_returns_last_clean_prediction():
+    shape = (3, 4, 8, 8)
+    model = _Rand(shape[1:])
+    z, tr = m.sample(model, None, shape, nfe=5, noise=torch.randn(shape, generator=_gen(), dtype=torch.float64),
+                     return_traj=True)
+    assert float((z - tr["x1_hat"][-1]).abs().max()) < 1e-6
+
+
+def test_euler_constant_predictor_closed_form():
+    shape = (2, 3, 4, 4)
+    c = torch.randn(shape[1:], generator=_gen(1), dtype=torch.float64)
+    z0 = torch.randn(shape, generator=_gen(2), dtype=torch.float64)
+    _, tr = m.sample(_Const(c), None, shape, nfe=5, noise=z0, return_traj=True)
+    for k in range(6):
+        assert float((tr["z"][k] - (c + (1 - k / 5) * (z0 - c))).abs().max()) < 1e-6
+
+
+# -- claims 2-3: the PDRF loss ------------------------------------------------------------------------
+
+def test_pdrf_loss_matches_formula():
+    shape = (5, 4, 8, 8)
+    model = _Rand(shape[1:])
+    x1 = torch.rand(shape, generator=_gen(4), dtype=torch.float64)
+    x_sl = torch.rand(shape, generator=_gen(5), dtype=torch.float64)
+    loss, _ = m.pdrf_loss(model, x1, None, x_sl, lambda_phy=0.1, generator=_gen(6))
+    g = _gen(6)
+    t = torch.rand(5, generator=g).double()
+    eps = torch.randn(shape, generator=g).double()
+    z = t.view(-1, 1, 1, 1) * x1 + (1 - t.view(-1, 1, 1, 1)) * eps
+    xh = model(z, t, None)
+    tb = (1 - t).clamp_min(1e-3)
+    ref = (((xh - x1) ** 2).mean((1, 2, 3)) / tb**2 + 0.1 * ((xh - x_sl) ** 2).mean((1, 2, 3)) / tb**2).mean()
+    assert abs(float(loss.detach()) - float(ref.detach())) < 1e-6 * max(1.0, abs(float(ref.detach())))
+    l0, _ = m.pdrf_loss(model, x1, None, None, lambda_phy=0.0, generator=_gen(6))
+    l0b, _ = m.pdrf_loss(model, x1, None, x_sl * 7, lambda_phy=0.0, generator=_gen(6))
+    assert float(l0) == float(l0b)
+
+
+def test_teacher_optimum_gradient_vanishes():
+    shape = (2, 3, 4, 4)
+    x1 = torch.rand(shape, generator=_gen(7), dtype=torch.float64)
+    x_sl = torch.rand(shape, generator=_gen(8), dtype=torch.float64)
+    lam = 0.1
+    model = _Const(((x1 + lam * x_sl) / (1 + lam))[0].clone())
+    x1b, x_slb = x1[:1].expand(4, -1, -1, -1), x_sl[:1].expand(4, -1, -1, -1)
+    loss, _ = m.pdrf_loss(model, x1b.contiguous(), None, x_slb.contiguous(), lambda_phy=lam, generator=_gen(9))
+    loss.backward()
+    assert float(model.c.grad.abs().max()) < 1e-6
+    opt = ex.teacher_optimum(x1, x_sl, lam)
+    assert opt["max_abs_diff"] < 1e-6
+
+
+def test_induced_velocity():
+    z = torch.randn(2, 3, generator=_gen())
+    x = torch.randn(2, 3, generator=_gen(1))
+    v = m.induced_velocity(x, z, torch.tensor([0.0, 0.5]))
+    assert torch.allclose(v[0], x[0] - z[0]) and torch.allclose(v[1], (x[1] - z[1]) / 0.5)
+
+
+# -- claims 4-5: semi-Lagrangian --------------------------------------------------------------------
+
+def _blob(n=1, size=32, dtype=torch.float64):
+    g = _gen(10)
+    ys, xs = torch.meshgrid(torch.arange(size, dtype=dtype), torch.arange(size, dtype=dtype), indexing="ij")
+    cx, cy = 10 + 12 * torch.rand(n, 1, 1, generator=g, dtype=dtype), 10 + 12 * torch.rand(n, 1, 1, generator=g,
+                                                                                          dtype=dtype)
+    return torch.exp(-0.5 * ((xs - cx) ** 2 + (ys - cy) ** 2) / 9.0)
+
+
+def test_uniform_motion_schemes_agree_and_integer_shift_is_roll():
+    f = _blob(2)
+    mot = torch.zeros(2, 2, 32, 32, dtype=torch.float64)
+    mot[:, 0], mot[:, 1] = 0.7, -0.4
+    a = m.semi_lagrangian(f, mot, 6, "straight")
+    b = m.semi_lagrangian(f, mot, 6, "trajectory")
+    assert float((a - b).abs().max()) < 1e-5
+    mot[:, 0], mot[:, 1] = 1.0, 2.0
+    out = m.semi_lagrangian(f, mot, 3, "straight")
+    rolled = torch.roll(f, shifts=(6, 3), dims=(-2, -1))
+    assert float((out[:, 2, 6:, 3:] - rolled[:, 6:, 3:]).abs().max()) < 1e-6
+
+
+def test_rotation_centroid_errors():
+    rot = m.rotation_test()
+    assert 0.3 <= rot["straight"][-1] <= 0.7
+    assert rot["trajectory"][-1] < 0.05
+
+
+def test_semi_lagrangian_matches_pysteps():
+    _pysteps()
+    from pysteps.extrapolation.semilagrangian import extrapolate
+
+    f = _blob(1)
+    mot = torch.zeros(1, 2, 32, 32, dtype=torch.float64)
+    mot[:, 0], mot[:, 1] = 0.8, -0.5
+    ours = m.semi_lagrangian(f, mot, 5, "trajectory")[0].numpy()
+    ref = extrapolate(f[0].numpy(), mot[0].numpy(), 5, outval=0.0, interp_order=1)
+    assert np.abs(ours - ref).max() < 1e-5
+    ys, xs = torch.meshgrid(torch.arange(32.0, dtype=torch.float64), torch.arange(32.0, dtype=torch.float64),
+                            indexing="ij")
+    rot = torch.stack([-0.05 * (ys - 15.5), 0.05 * (xs - 15.5)])[None]
+    ours = m.semi_lagrangian(f, rot, 8, "trajectory")[0].numpy()
+    ref = extrapolate(f[0].numpy(), rot[0].numpy(), 8, outval=0.0, interp_order=1)
+    assert np.abs(ours[:, 4:-4, 4:-4] - ref[:, 4:-4, 4:-4]).max() < 1e-3
+
+
+# -- claim 6: metrics --------------------------------------------------------------------------------
+
+def test_shifted_block_scores():
+    s = ex.shifted_block_example()["scores"]
+    assert math.isclose(s["csi"], 0.6) and math.isclose(s["pod"], 0.75) and math.isclose(s["far"], 0.25)
+    assert math.isclose(s["hss"], 2 / 3) and math.isclose(s["bias"], 1.0)
+    assert abs(s["fss3"] - 0.892857142857) < 1e-9 and math.isclose(s["pooled_csi"], 1.0)
+
+
+def test_metrics_match_pysteps():
+    _pysteps()
+    from pysteps.verification.detcatscores import det_cat_fct
+    from pysteps.verification.spatialscores import fss
+
+    g = _gen(11)
+    pred = torch.rand(3, 2, 16, 16, generator=g, dtype=torch.float64)
+    obs = torch.rand(3, 2, 16, 16, generator=g, dtype=torch.float64) ** 2
+    c = m.contingency(pred, obs, [0.3])[0].sum(0)                                   # all leads together
+    ours = {k: float(v) for k, v in m.scores_from_counts(c).items()}
+    ref = det_cat_fct(pred.numpy(), obs.numpy(), 0.3, scores=["CSI", "POD", "FAR", "HSS", "FA"])
+    for k in ("csi", "pod", "far", "hss"):
+        assert abs(ours[k] - ref[k.upper()]) < 1e-10
+    bias = det_cat_fct(pred.numpy(), obs.numpy(), 0.3, scores=["BIAS"])["BIAS"]
+    assert abs(ours["bias"] - bias) < 1e-10
+    # FSS of a single field pair (pysteps sums over one field)
+    for w in (1, 3, 5):
+        ours = float(m.fss_from_sums(m.fss_sums(pred[:1, :1], obs[:1, :1], 0.3, w))[0])
+        assert abs(ours - fss(pred[0, 0].numpy(), obs[0, 0].numpy(), 0.3, w)) < 1e-10
+
+
+def test_evaluator_counts_sum_over_cases():
+    g = _gen(12)
+    pred = torch.rand(4, 3, 8, 8, generator=g)
+    obs = torch.rand(4, 3, 8, 8, generator=g)
+    ev = m.NowcastEvaluator(m.THRESHOLDS, 3, fss_windows=(1, 3), pool=4)
+    ev.update(pred[:2], obs[:2])
+    ev.update(pred[2:], obs[2:])
+    s = ev.summary()
+    ref = m.scores_from_counts(m.contingency(pred, obs, m.THRESHOLDS))["csi"].numpy()
+    assert np.allclose(s["csi"], ref)
+
+
+# -- claims 7-8: generator and motion ---------------------------------------------------------------
+
+def test_generator_seeded_range_divergence():
+    cfg = m.RadarConfig()
+    a, ma = m.generate_radar(8, cfg, _gen(1), return_motion=True)
+    b, mb = m.generate_radar(8, cfg, _gen(1), return_motion=True)
+    assert torch.equal(a, b) and torch.equal(ma, mb)
+    assert a.shape == (8, 12, 32, 32) and float(a.min()) >= 0 and float(a.max()) <= 1
+    div = (ma[:, 0, 1:-1, 2:] - ma[:, 0, 1:-1, :-2]) / 2 + (ma[:, 1, 2:, 1:-1] - ma[:, 1, :-2, 1:-1]) / 2
+    assert float(div.abs().max()) < 1e-5
+
+
+def test_generator_base_rates():
+    x = m.generate_radar(512, m.RadarConfig(), _gen(0))
+    light, intense = float((x >= 0.10).double().mean()), float((x >= 0.55).double().mean())
+    assert 0.15 <= light <= 0.50 and 0.005 <= intense <= 0.06
+
+
+def test_motion_estimation_endpoint_error():
+    g = _gen(13)
+    f = _blob(6, dtype=torch.float32) * 0.8
+    s = 0.4 + 0.8 * torch.rand(6, generator=g)
+    th = 2 * math.pi * torch.rand(6, generator=g)
+    u = torch.stack([s * torch.cos(th), s * torch.sin(th)], 1)[:, :, None, None].expand(-1, -1, 32, 32)
+    nxt = m.semi_lagrangian(f, u.contiguous(), 1, "straight")[:, 0]
+    est = m.estimate_motion(f, nxt)
+    rain = nxt > 0.1
+    assert float((est - u).norm(dim=1)[rain].mean()) < 0.35
+    x, mot = m.generate_radar(64, m.RadarConfig(), _gen(2), return_motion=True)
+    est = m.estimate_motion(x[:, 2], x[:, 3])
+    rain = x[:, 3] > 0.1
+    assert float((est - mot).norm(dim=1)[rain].mean()) < 0.5
+
+
+# -- models, training, presets ------------------------------------------------------------------------
+
+def test_unet_shapes_and_training_smoke():
+    cfg = m.preset("smoke")
+    x = m.generate_radar(8, cfg.radar, _gen(0))
+    for kind in m.KINDS:
+        model = ex.make_unet(cfg, kind)
+        ema, hist = m.train(model, kind, x, 2, batch_size=4, progress=False, ema_every=1)
+        assert len(hist["loss"]) == 2 and all(math.isfinite(v) for v in hist["loss"])
+        p = ex.predict(cfg, kind, ema, x[:4, :4], torch.randn(4, 8, 32, 32, generator=_gen()))
+        assert p.shape == (4, 8, 32, 32)
+
+
+def test_presets_and_dry_run():
+    for name in ("smoke", "book", "gpu"):
+        cfg = m.get_setting(name)
+        d = cfg.dry_run()
+        assert type(d) is type(cfg) and d.steps <= cfg.steps and d.radar == cfg.radar and d.base == cfg.base
+        f = 2 ** (len(cfg.mults) - 1)
+        assert cfg.radar.H % (f * 4) == 0 and cfg.radar.H % f == 0
+    with pytest.raises(ValueError, match="name"):
+        m.get_setting("huge")
+
+
+@pytest.mark.cuda
+def test_cuda_matches_cpu():
+    cfg = m.preset("smoke")
+    x = m.generate_radar(4, cfg.radar, _gen(0))
+    torch.manual_seed(0)
+    model = ex.make_unet(cfg, "pdrf")
+    noise = torch.randn(4, 8, 32, 32, generator=_gen(1))
+    cpu = m.sample(model, x[:, :4], noise.shape, noise=noise)
+    gpu = m.sample(model.cuda(), x[:, :4].cuda(), noise.shape, noise=noise.cuda())
+    assert float((cpu - gpu.cpu()).abs().max()) < 1e-4
+    xs = x[:, 3]
+    mot_c = m.estimate_motion(x[:, 2], xs)
+    mot_g = m.estimate_motion(x[:, 2].cuda(), xs.cuda())
+    assert float((mot_c - mot_g.cpu()).abs().max()) < 1e-3
+
+
+# -- Sec. 9: bad inputs --------------------------------------------------------------------------------
+
+def test_bad_inputs():
+    f = torch.rand(2, 32, 32)
+    mot = torch.zeros(2, 2, 32, 32)
+    with pytest.raises(ValueError, match="motion"):
+        m.semi_lagrangian(f, mot[:, :1], 3)
+    with pytest.raises(ValueError, match="n_steps"):
+        m.semi_lagrangian(f, mot, 0)
+    with pytest.raises(ValueError, match="scheme"):
+        m.semi_lagrangian(f, mot, 2, scheme="euler")
+    with pytest.raises(ValueError, match="interp"):
+        m.semi_lagrangian(f, mot, 2, interp="nearest")
+    with pytest.raises(ValueError, match="boundary"):
+        m.semi_lagrangian(f, mot, 2, boundary="wrap")
+    with pytest.raises(ValueError, match="motion"):
+        m.semi_lagrangian(f, mot + float("nan"), 2)
+    with pytest.raises(ValueError, match="levels"):
+        m.estimate_motion(f, f, levels=4)
+    with pytest.raises(ValueError, match="alpha"):
+        m.estimate_motion(f, f, alpha=0.0)
+    with pytest.raises(ValueError, match="iters"):
+        m.estimate_motion(f, f, iters=0)
+    with pytest.raises(ValueError, match="same shape"):
+        m.estimate_motion(f, f[:1])
+    with pytest.raises(ValueError, match="4-D"):
+        m.persistence(f, 3)
+    with pytest.raises(ValueError, match="t_in"):
+        m.sl_teacher(torch.rand(2, 1, 32, 32), 3)
+    with pytest.raises(ValueError, match="t_out"):
+        m.sl_teacher(torch.rand(2, 3, 32, 32), 0)
+    with pytest.raises(ValueError, match="divisible"):
+        m.CondUNet(4, 8, mults=(1, 2, 2))(torch.rand(1, 8, 30, 30), torch.zeros(1), torch.rand(1, 4, 30, 30))
+    model = m.CondUNet(4, 8, base=8)
+    x1, cond = torch.rand(2, 8, 16, 16), torch.rand(2, 4, 16, 16)
+    with pytest.raises(ValueError, match="param"):
+        m.pdrf_loss(model, x1, cond, param="eps")
+    with pytest.raises(ValueError, match="lambda_phy"):
+        m.pdrf_loss(model, x1, cond, x1, lambda_phy=-0.1)
+    with pytest.raises(ValueError, match="x_sl"):
+        m.pdrf_loss(model, x1, cond, None, lambda_phy=0.1)
+    with pytest.raises(ValueError, match="x_sl"):
+        m.pdrf_loss(model, x1, cond, x1[:1], lambda_phy=0.1)
+    with pytest.raises(ValueError, match="t_eps"):
+        m.pdrf_loss(model, x1, cond, x1, t_eps=1.0)
+    with pytest.raises(ValueError, match="cond"):
+        m.pdrf_loss(model, x1, cond[:1], x1)
+    with pytest.raises(ValueError, match="nfe"):
+        m.sample(model, cond, x1.shape, nfe=0)
+    with pytest.raises(ValueError, match="noise"):
+        m.sample(model, cond, x1.shape, noise=x1[:1])
+    with pytest.raises(ValueError, match="thresholds"):
+        m.contingency(x1, x1, [])
+    with pytest.raises(ValueError, match="thresholds"):
+        m.contingency(x1, x1, [0.5, 0.2])
+    with pytest.raises(ValueError, match="same shape"):
+        m.contingency(x1, x1[:1], [0.5])
+    with pytest.raises(ValueError, match="window"):
+        m.fss_sums(x1, x1, 0.5, 4)
+    with pytest.raises(ValueError, match="k="):
+        m.max_pool(x1, 3)
+    ev = m.NowcastEvaluator(m.THRESHOLDS, 8)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        ev.update(x1 * 2, x1)
+    with pytest.raises(ValueError, match="sigma_range"):
+        m.RadarConfig(sigma_range=(4.0, 1.5))
+    with pytest.raises(ValueError, match="birth_prob"):
+        m.RadarConfig(birth_prob=1.5)
+    with pytest.raises(ValueError, match="k_max"):
+        m.RadarConfig(k_max=4)
+    with pytest.raises(ValueError, match="H and W"):
+        m.RadarConfig(H=0)
+    with pytest.raises(ValueError, match="t_in"):
+        m.RadarConfig(t_in=1)
+    with pytest.raises(ValueError, match="t_out"):
+        m.RadarConfig(t_out=0)
