@@ -248,3 +248,25 @@ def test_dry_run_switch_uses_the_gpu_presets_dry_run(monkeypatch):
     monkeypatch.setenv("ICML26_DRY", "1")
     with pytest.raises(TypeError, match="dry_run"):
         preset_for({"smoke": NoDry(1), "book": NoDry(2), "gpu": NoDry(3)}, "gpu")
+
+
+# -- bootstrap_mean ---------------------------------------------------------------------------------
+def test_bootstrap_mean_interval_and_bad_inputs():
+    import numpy as np
+    from icml26.core import bootstrap_mean
+
+    v = np.array([1.0, 2.0, 3.0, 4.0])
+    mean, lo, hi = bootstrap_mean(v, n_boot=4000, seed=1)
+    assert mean == 2.5 and 1.0 <= lo < mean < hi <= 4.0
+    assert bootstrap_mean(v, seed=1) == bootstrap_mean(v, seed=1)          # seeded
+    assert bootstrap_mean(np.full(7, 0.3)) == (0.3, 0.3, 0.3)                # no spread, no interval
+    narrow = bootstrap_mean(np.random.default_rng(0).normal(size=400), level=0.5)
+    wide = bootstrap_mean(np.random.default_rng(0).normal(size=400), level=0.99)
+    assert wide[1] < narrow[1] < narrow[2] < wide[2]
+    for bad, match in (([], "non-empty"), ([[1.0, 2.0]], "1-D"), ([1.0, float("nan")], "finite")):
+        with pytest.raises(ValueError, match=match):
+            bootstrap_mean(bad)
+    with pytest.raises(ValueError, match="n_boot"):
+        bootstrap_mean(v, n_boot=0)
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_mean(v, level=1.0)

@@ -8,6 +8,7 @@
 - :func:`use_book_style`, :func:`method_color`: one plot style for the whole book.
 - :func:`report`: glue a computed number into the prose.
 - :func:`fingerprint`, :func:`setup`: what a notebook's setup cell prints.
+- :func:`bootstrap_mean`: the bootstrap interval of a mean (or of paired differences).
 """
 
 from .device import device, one_thread, seed_all, set_threads
@@ -16,6 +17,7 @@ from .glue import report
 from .ledger import Claim, ClaimFailed, Ledger
 from .meters import PeakMemory, Timer, count_flops, synchronize, time_fn
 from .scale import DRY_ENV, SCALES, ScaleError, dry_run_enabled, preset_for, resolve_scale
+from .stats import bootstrap_mean
 from .style import method_color, method_colors, use_book_style
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "PeakMemory",
     "ScaleError",
     "Timer",
+    "bootstrap_mean",
     "count_flops",
     "device",
     "dry_run_enabled",

@@ -122,6 +122,7 @@ METHOD_COLORS: dict[str, str] = {
     "gr-fused (3x epochs)": "#E69F00", "bayes oracle": "#000000", "no-synergy oracle": "#999933",
     "category oracle": "#882255", "popularity": "#44AA99", "syngr (alpha=0)": "#56B4E9",
     "syngr (random mask)": "#AA4499", "syngr (mask non-dominant)": "#661100", "syngr (no h_uni nll)": "#999999",
+    "sasrec-id": "#44AA99",
     # dynvla
     "dynamics": "#0072B2", "none": "#D55E00", "meta": "#009E73", "future_image": "#CC79A7",
     "expert": "#000000", "constant velocity": "#D55E00", "expert (fast-lite round trip)": "#56B4E9",

@@ -10,6 +10,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from icml26.core import bootstrap_mean
+
 from . import _checks as ck
 from .baselines import HistoryEstimator, grpo_advantages, grpo_loss, keep_mixed_groups
 from .env import ARPolicy, HiddenRuleTask, effective_correct_answers, exact_pass_at_k, warm_start
@@ -387,6 +389,4 @@ def paired_bootstrap(a, b, n_boot: int = 2000, seed: int = 0) -> tuple[float, fl
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     if d.size == 0:
         raise ValueError("a and b must hold at least one paired value")
-    rng = np.random.default_rng(seed)
-    boots = d[rng.integers(0, d.size, (n_boot, d.size))].mean(1)
-    return float(d.mean()), float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
+    return bootstrap_mean(d, n_boot, seed)

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from icml26.core import bootstrap_mean
+
 
 def gaussian_data(n: int, eigenvalues, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """n samples of N(0, Q diag(eigenvalues) Q^T) with a random orthogonal Q; returns (X, Q)."""
@@ -119,9 +121,5 @@ def ideal_helix_geometry(phi_deg: float = -57.0, psi_deg: float = -47.0, n: int 
 
 
 def bootstrap_mean_ci(values: np.ndarray, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean."""
-    v = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = v[rng.integers(0, len(v), (n_boot, len(v)))].mean(1)
-    a = (1 - level) / 2
-    return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+    """Percentile bootstrap interval of the mean (:func:`icml26.core.bootstrap_mean`)."""
+    return bootstrap_mean(values, n_boot, seed, level)[1:]

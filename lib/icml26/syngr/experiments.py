@@ -12,7 +12,7 @@ import torch
 from . import data as D
 from . import pid as P
 from . import tokenizer as T
-from .baselines import popularity_ranks
+from .baselines import SASRec, popularity_ranks, sasrec_ranks, train_sasrec
 from .method import GRSeq2Seq, SynGRConfig, dominant_modality, mask_dominant_topr, saliency_pass
 from .presets import SynGRPreset
 from .sequences import (
@@ -157,7 +157,8 @@ def beam_check(cfg: SynGRPreset, beam: int | None = None) -> dict:
     return {"beam_items": items, "beam_scores": scores, "brute_scores": brute, "brute_order": order,
             "same_order": bool((items[:, :n] == order).all()),
             "max_abs_diff": float((scores[:, :n] - brute.gather(1, order)).abs().max()),
-            "all_valid": bool(((items >= 0) & (items < n)).all()), "ids": ids, "trie": trie}
+            "all_valid": bool(((items >= 0) & (items < n)).all()), "ids": ids, "trie": trie, "layout": lay,
+            "batch": batch}
 
 
 # -- notebook 2 ---------------------------------------------------------------------------------
@@ -200,25 +201,58 @@ def run_method(world: World, cfg: SynGRPreset, name: str, seed: int = 0, device:
            "delta_syn": rel["delta_syn"], "P_pairshuffle": rel["pairshuffle"], "P_text_only": rel["text_only"],
            "P_image_only": rel["image_only"], "best_epoch": log.best_epoch, "epochs": epochs or cfg.epochs,
            "rows_forward": log.rows_forward, "seconds": log.seconds}
-    return {"row": row, "model": model, "log": log}
+    return {"row": row, "model": model, "log": log, "ranks": ev["ranks"]}
+
+
+def run_sasrec(world: World, cfg: SynGRPreset, seed: int = 0, device: str = "cpu") -> dict:
+    """SASRec-ID (item ids, width ``d_model``, ``max(2, enc_layers)`` layers) with the generators'
+    training settings; evaluated on the test split by full ranking. It sees no modality, so it has no
+    pair-shuffle estimate."""
+    torch.manual_seed(seed)
+    model = SASRec(world.cat.n_items, cfg.max_hist, cfg.d_model, cfg.heads, max(2, cfg.enc_layers), cfg.dropout)
+    log = train_sasrec(model, world.split["train"], world.split["val"], train_config(cfg, seed, None, device))
+    model.cpu()
+    ranks = sasrec_ranks(model, world.split["test"], seed)
+    row = {"method": "SASRec-ID", "seed": seed, "recall@5": recall_at_k(ranks, 5), "recall@10": recall_at_k(ranks, 10),
+           "ndcg@5": ndcg_at_k(ranks, 5), "ndcg@10": ndcg_at_k(ranks, 10),
+           **{f"recall@10 {s}": recall_at_k(ranks[m], 10) for s, m in world.slices.items()},
+           "delta_syn": float("nan"), "P_pairshuffle": float("nan"), "P_text_only": float("nan"),
+           "P_image_only": float("nan"), "best_epoch": log["best_epoch"], "epochs": cfg.epochs,
+           "rows_forward": log["rows_forward"], "seconds": log["seconds"]}
+    return {"row": row, "model": model, "log": log, "ranks": ranks}
 
 
 def compare_methods(world: World, cfg: SynGRPreset, device: str = "cpu",
-                    methods=("GR-text", "GR-image", "GR-fused", "SynGR")) -> dict:
+                    methods=("SASRec-ID", "GR-text", "GR-image", "GR-fused", "SynGR")) -> dict:
     """Every method (and the preset's ablations, and GR-fused at SynGR's compute when
-    ``matched_compute``) for every seed of the preset; one row per (method, seed)."""
+    ``matched_compute``) for every seed of the preset; one row per (method, seed), and every test
+    user's rank under each (method, seed) for paired comparisons."""
     names = list(methods) + [ABLATIONS[a] for a in cfg.ablations]
-    rows, models, logs = [], {}, {}
+    rows, models, logs, ranks = [], {}, {}, {}
     for seed in cfg.seeds:
         for name in names:
-            res = run_method(world, cfg, name, seed, device)
+            res = run_sasrec(world, cfg, seed, device) if name == "SASRec-ID" else run_method(world, cfg, name, seed, device)
             rows.append(res["row"])
-            models[(name, seed)], logs[(name, seed)] = res["model"], res["log"]
+            models[(name, seed)], logs[(name, seed)], ranks[(name, seed)] = res["model"], res["log"], res["ranks"]
         if cfg.matched_compute:
             res = run_method(world, cfg, "GR-fused", seed, device, epochs=3 * cfg.epochs)
             res["row"]["method"] = "GR-fused (3x epochs)"
             rows.append(res["row"])
-    return {"table": pd.DataFrame(rows), "models": models, "logs": logs}
+    return {"table": pd.DataFrame(rows), "models": models, "logs": logs, "ranks": ranks}
+
+
+def paired_recall_gain(ranks: dict, a: str, b: str, seeds, k: int = 10, mask=None, n_boot: int = 2000,
+                       seed: int = 0) -> tuple[float, float, float]:
+    """Recall@k of method ``a`` minus that of ``b`` on the same test users (and seeds), with a 95% paired
+    bootstrap interval over users: ``(diff, lo, hi)``."""
+    from icml26.core import bootstrap_mean
+
+    diffs = []
+    for s in seeds:
+        ra, rb = np.asarray(ranks[(a, s)]), np.asarray(ranks[(b, s)])
+        d = ((ra >= 1) & (ra <= k)).astype(float) - ((rb >= 1) & (rb <= k)).astype(float)
+        diffs.append(d if mask is None else d[np.asarray(mask)])
+    return bootstrap_mean(np.mean(diffs, 0), n_boot, seed)
 
 
 def saliency_example(model: GRSeq2Seq, batch: dict, row: int, r: float) -> dict:

@@ -167,17 +167,26 @@ class IDTrie:
         return self.next_state[state] >= 0
 
 
-def _masked_logp(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """log-softmax renormalised over the allowed tokens (HF prefix-constrained convention)."""
-    return torch.log_softmax(logits.masked_fill(~allowed, float("-inf")), -1)
+def _masked_logp(logits: torch.Tensor, allowed: torch.Tensor, renormalise: bool = False) -> torch.Tensor:
+    """Per-step scores of the allowed tokens. Default (HuggingFace ``generate`` with
+    ``prefix_allowed_tokens_fn``, which TIGER, MQL4GRec and SynGR's released code use): log-softmax over
+    the *whole* vocabulary, then -inf on the disallowed tokens, so a token the trie forces still costs
+    its model log-probability. ``renormalise=True``: softmax over the allowed tokens only (forced tokens
+    cost nothing); the book's control for what that convention throws away."""
+    if renormalise:
+        return torch.log_softmax(logits.masked_fill(~allowed, float("-inf")), -1)
+    return torch.log_softmax(logits, -1).masked_fill(~allowed, float("-inf"))
 
 
 @torch.no_grad()
-def constrained_beam_search(model, batch: dict, trie: IDTrie, beam: int = 20, chunk: int = 512):
+def constrained_beam_search(model, batch: dict, trie: IDTrie, beam: int = 20, chunk: int = 512,
+                            renormalise: bool = False):
     """Trie-constrained beam search (spec Sec. 3.5), batched over users and beams.
 
     Returns item ids [B, beam] (-1 where fewer than ``beam`` items exist) and their sequence
-    log-probabilities [B, beam] (sum of per-step log-softmax renormalised over allowed tokens)."""
+    log-probabilities [B, beam] (sum of the per-step scores of :func:`_masked_logp`: full-vocabulary
+    log-softmax by default, as HuggingFace beam search; ``renormalise=True`` renormalises each step over
+    the allowed tokens)."""
     if not isinstance(beam, (int, np.integer)) or isinstance(beam, bool) or beam < 1:
         raise ValueError(f"beam must be an integer >= 1, got {beam!r}")
     dev = next(model.parameters()).device
@@ -196,7 +205,7 @@ def constrained_beam_search(model, batch: dict, trie: IDTrie, beam: int = 20, ch
         last = torch.full((B, beam), model.bos_id, dtype=torch.long, device=dev)
         for _ in range(trie.T):
             h = model.decode_step(last, cache)             # [B, beam, d], cached self-attention
-            logp = _masked_logp(model.head(h), trie.allowed(state))
+            logp = _masked_logp(model.head(h), trie.allowed(state), renormalise)
             cand = (score[..., None] + logp).view(B, -1)
             top, idx = cand.topk(beam, dim=1)
             V = logp.shape[-1]
@@ -215,9 +224,9 @@ def constrained_beam_search(model, batch: dict, trie: IDTrie, beam: int = 20, ch
 
 
 @torch.no_grad()
-def brute_force_scores(model, batch: dict, trie: IDTrie) -> torch.Tensor:
+def brute_force_scores(model, batch: dict, trie: IDTrie, renormalise: bool = False) -> torch.Tensor:
     """Exact sequence log-probability [B, N] of every valid identifier (teacher forcing), with the
-    same renormalisation over allowed tokens as the beam search. For checks on small catalogues."""
+    same per-step scores as the beam search. For checks on small catalogues."""
     dev = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -232,6 +241,6 @@ def brute_force_scores(model, batch: dict, trie: IDTrie) -> torch.Tensor:
     for t in range(T - 1):
         states.append(trie.next_state[states[-1], tgt[:, t]])
     st = torch.stack(states, 1)                                     # [B*N, T]
-    logp = _masked_logp(logits, trie.allowed(st)).gather(-1, tgt[..., None])[..., 0]
+    logp = _masked_logp(logits, trie.allowed(st), renormalise).gather(-1, tgt[..., None])[..., 0]
     model.train(was_training)
     return logp.sum(1).view(B, N).cpu()

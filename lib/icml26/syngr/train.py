@@ -68,11 +68,12 @@ def pair_shuffle(input_ids, valid, layout: TokenLayout, generator: torch.Generat
     return torch.cat([input_ids[:, :P], out], 1), torch.cat([valid[:, :P], vout], 1)
 
 
-def evaluate(model, batch: dict, trie: IDTrie, beam: int = 20, ks=(5, 10), mask=None) -> dict:
-    """Recall@K and NDCG@K from constrained beam search; ``mask`` restricts to a slice."""
+def evaluate(model, batch: dict, trie: IDTrie, beam: int = 20, ks=(5, 10), mask=None, renormalise: bool = False) -> dict:
+    """Recall@K and NDCG@K from constrained beam search; ``mask`` restricts to a slice; ``renormalise``
+    as in :func:`constrained_beam_search`."""
     if beam < max(ks):
         raise ValueError(f"beam={beam} must be >= max(K)={max(ks)}")
-    items, _ = constrained_beam_search(model, batch, trie, beam)
+    items, _ = constrained_beam_search(model, batch, trie, beam, renormalise=renormalise)
     ranks = ranks_from_beams(items, batch["target"])
     if mask is not None:
         ranks = ranks[np.asarray(mask)]
