@@ -419,7 +419,7 @@ def test_sasrec_learns_above_popularity(world):
     cfg = m.preset("smoke")
     res = ex.run_sasrec(world, cfg)
     assert 0 <= res["row"]["recall@10"] <= 1 and math.isnan(res["row"]["delta_syn"])
-    assert res["log"]["best_epoch"] >= 1
+    assert res["log"].best_epoch >= 1
 
 
 def test_sasrec_bad_inputs():

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 from scipy.spatial import cKDTree
 from torch import Tensor
@@ -139,14 +138,6 @@ def saved_tensor_bytes(fn) -> int:
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn()
     return total[0]
-
-
-def mean_ci(x, n_boot: int = 1000, seed: int = 0) -> tuple[float, float, float]:
-    """Mean and a bootstrap 95% interval."""
-    x = np.asarray(x, dtype=float)
-    rng = np.random.default_rng(seed)
-    b = rng.choice(x, (n_boot, x.size)).mean(1)
-    return float(x.mean()), float(np.quantile(b, 0.025)), float(np.quantile(b, 0.975))
 
 
 def finite(x: float, default: float = math.nan) -> float:

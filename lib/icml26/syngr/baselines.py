@@ -5,14 +5,10 @@ SASRec-ID (Kang & McAuley, 2018), the paper's sequential-recommender baseline ov
 
 from __future__ import annotations
 
-import copy
-import time
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from .data import Split, ranks_from_scores
 from .method import _Attention
@@ -88,35 +84,20 @@ def sasrec_ranks(model: SASRec, split: Split, seed: int = 0, chunk: int = 2048) 
     return ranks_from_scores(scores.double().numpy(), split.target, seed)
 
 
-def train_sasrec(model: SASRec, train: Split, val: Split, cfg, desc: str = "SASRec-ID") -> dict:
-    """AdamW + cosine schedule on the (history, next item) training pairs, cross-entropy over the
-    catalogue; validation Recall@10 every ``cfg.eval_every`` epochs, best weights kept. ``cfg`` is the
-    generators' :class:`~icml26.syngr.train.TrainConfig` (same epochs, batch, learning rate)."""
+def train_sasrec(model: SASRec, train: Split, val: Split, cfg, desc: str = "SASRec-ID"):
+    """Cross-entropy over the catalogue on the (history, next item) training pairs, with the generators'
+    loop and settings (:func:`~icml26.syngr.train.fit`: same epochs, batch, learning rate, schedule and
+    best-validation selection); validation Recall@10 by full ranking."""
+    from .train import fit
+
     dev = torch.device(cfg.device)
     model.to(dev).train()
-    gen = torch.Generator().manual_seed(cfg.seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     hist, tgt = torch.as_tensor(train.hist), torch.as_tensor(train.target)
-    M = len(tgt)
-    steps = (M + cfg.batch_size - 1) // cfg.batch_size
-    if cfg.max_steps:
-        steps = min(steps, cfg.max_steps)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.epochs * steps)
-    best, best_state, best_epoch, t0, rows = -1.0, None, 0, time.perf_counter(), 0
-    for ep in tqdm(range(1, cfg.epochs + 1), desc=desc, leave=False):
-        perm = torch.randperm(M, generator=gen)[:steps * cfg.batch_size]
-        for s in range(0, len(perm), cfg.batch_size):
-            idx = perm[s:s + cfg.batch_size]
-            loss = F.cross_entropy(model(hist[idx].to(dev)), tgt[idx].to(dev))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            rows += len(idx)
-        if ep % cfg.eval_every == 0 or ep == cfg.epochs:
-            r = float((sasrec_ranks(model, val, cfg.seed) <= 10).mean())
-            if r > best:
-                best, best_epoch, best_state = r, ep, copy.deepcopy(model.state_dict())
-    model.load_state_dict(best_state)
-    model.eval()
-    return {"best_epoch": best_epoch, "val_recall@10": best, "seconds": time.perf_counter() - t0, "rows_forward": rows}
+
+    def step_loss(idx):
+        return F.cross_entropy(model(hist[idx].to(dev)), tgt[idx].to(dev)), len(idx)
+
+    def val_recall():
+        return float((sasrec_ranks(model, val, cfg.seed) <= 10).mean())
+
+    return fit(model, len(tgt), step_loss, val_recall, cfg, torch.Generator().manual_seed(cfg.seed), desc)

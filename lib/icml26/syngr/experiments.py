@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from icml26.core import bootstrap_mean
+
 from . import data as D
 from . import pid as P
 from . import tokenizer as T
@@ -181,6 +183,12 @@ def train_config(cfg: SynGRPreset, seed: int, epochs: int | None = None, device:
                        beam=cfg.beam, max_steps=cfg.max_steps, seed=seed, device=device)
 
 
+def rank_metrics(ranks, slices: dict) -> dict:
+    """Recall@{5,10} and NDCG@{5,10} of test ranks, and Recall@10 on every slice."""
+    return {"recall@5": recall_at_k(ranks, 5), "recall@10": recall_at_k(ranks, 10), "ndcg@5": ndcg_at_k(ranks, 5),
+            "ndcg@10": ndcg_at_k(ranks, 10), **{f"recall@10 {s}": recall_at_k(ranks[m], 10) for s, m in slices.items()}}
+
+
 def run_method(world: World, cfg: SynGRPreset, name: str, seed: int = 0, device: str = "cpu",
                epochs: int | None = None) -> dict:
     """Train one method, then evaluate it on the test split (overall, per slice, pair-shuffle)."""
@@ -195,9 +203,7 @@ def run_method(world: World, cfg: SynGRPreset, name: str, seed: int = 0, device:
     test = world.batches["test"]
     ev = evaluate(model, test, world.trie, cfg.beam)
     rel = synergy_reliance(model, test, world.trie, cfg.beam, 10, seed, p_full=ev["recall@10"])
-    row = {"method": name, "seed": seed, "recall@5": ev["recall@5"], "recall@10": ev["recall@10"],
-           "ndcg@5": ev["ndcg@5"], "ndcg@10": ev["ndcg@10"],
-           **{f"recall@10 {s}": recall_at_k(ev["ranks"][m], 10) for s, m in world.slices.items()},
+    row = {"method": name, "seed": seed, **rank_metrics(ev["ranks"], world.slices),
            "delta_syn": rel["delta_syn"], "P_pairshuffle": rel["pairshuffle"], "P_text_only": rel["text_only"],
            "P_image_only": rel["image_only"], "best_epoch": log.best_epoch, "epochs": epochs or cfg.epochs,
            "rows_forward": log.rows_forward, "seconds": log.seconds}
@@ -213,12 +219,11 @@ def run_sasrec(world: World, cfg: SynGRPreset, seed: int = 0, device: str = "cpu
     log = train_sasrec(model, world.split["train"], world.split["val"], train_config(cfg, seed, None, device))
     model.cpu()
     ranks = sasrec_ranks(model, world.split["test"], seed)
-    row = {"method": "SASRec-ID", "seed": seed, "recall@5": recall_at_k(ranks, 5), "recall@10": recall_at_k(ranks, 10),
-           "ndcg@5": ndcg_at_k(ranks, 5), "ndcg@10": ndcg_at_k(ranks, 10),
-           **{f"recall@10 {s}": recall_at_k(ranks[m], 10) for s, m in world.slices.items()},
-           "delta_syn": float("nan"), "P_pairshuffle": float("nan"), "P_text_only": float("nan"),
-           "P_image_only": float("nan"), "best_epoch": log["best_epoch"], "epochs": cfg.epochs,
-           "rows_forward": log["rows_forward"], "seconds": log["seconds"]}
+    nan = float("nan")
+    row = {"method": "SASRec-ID", "seed": seed, **rank_metrics(ranks, world.slices),
+           "delta_syn": nan, "P_pairshuffle": nan, "P_text_only": nan, "P_image_only": nan,
+           "best_epoch": log.best_epoch, "epochs": cfg.epochs, "rows_forward": log.rows_forward,
+           "seconds": log.seconds}
     return {"row": row, "model": model, "log": log, "ranks": ranks}
 
 
@@ -245,8 +250,6 @@ def paired_recall_gain(ranks: dict, a: str, b: str, seeds, k: int = 10, mask=Non
                        seed: int = 0) -> tuple[float, float, float]:
     """Recall@k of method ``a`` minus that of ``b`` on the same test users (and seeds), with a 95% paired
     bootstrap interval over users: ``(diff, lo, hi)``."""
-    from icml26.core import bootstrap_mean
-
     diffs = []
     for s in seeds:
         ra, rb = np.asarray(ranks[(a, s)]), np.asarray(ranks[(b, s)])

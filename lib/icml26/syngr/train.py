@@ -140,10 +140,48 @@ class TrainLog:
     rows_forward: int = 0          # decoder rows with gradient (B per step for NLL, 3B for SynGR)
 
 
+def fit(model, n_rows: int, step_loss, val_recall, cfg: TrainConfig, generator: torch.Generator, desc: str,
+        after_eval=None) -> TrainLog:
+    """The loop every model of the chapter trains with: AdamW + cosine schedule over shuffled
+    mini-batches of ``n_rows`` training rows; validation Recall@10 every ``eval_every`` epochs (and at
+    the end), best weights kept. ``step_loss(idx) -> (loss, rows_forward)`` for a batch of row indices;
+    ``val_recall() -> float``; ``after_eval(log)`` adds per-evaluation logs."""
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    steps_per = (n_rows + cfg.batch_size - 1) // cfg.batch_size
+    if cfg.max_steps:
+        steps_per = min(steps_per, cfg.max_steps)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.epochs * steps_per)
+    log, best, best_state = TrainLog(), -1.0, None
+    t0 = time.perf_counter()
+    for ep in tqdm(range(1, cfg.epochs + 1), desc=desc, leave=False):
+        perm = torch.randperm(n_rows, generator=generator)
+        stop = n_rows if not cfg.max_steps else min(n_rows, cfg.max_steps * cfg.batch_size)
+        for s in range(0, stop, cfg.batch_size):
+            loss, rows = step_loss(perm[s:s + cfg.batch_size])
+            log.rows_forward += rows
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+        if ep % cfg.eval_every == 0 or ep == cfg.epochs:
+            r = val_recall()
+            log.epochs.append(ep)
+            log.val_recall.append(r)
+            if after_eval is not None:
+                after_eval(log)
+            if r > best:
+                best, log.best_epoch = r, ep
+                best_state = copy.deepcopy(model.state_dict())
+    model.load_state_dict(best_state)
+    model.eval()
+    log.seconds = time.perf_counter() - t0
+    return log
+
+
 def train_generator(model: GRSeq2Seq, train: dict, val: dict, trie: IDTrie, cfg: TrainConfig,
                     method: str = "nll", syngr: SynGRConfig | None = None, desc: str = "") -> TrainLog:
-    """AdamW + cosine schedule; evaluate validation Recall@10 every ``eval_every`` epochs (and at the
-    end) and keep the best weights. ``method="syngr"`` uses :func:`syngr_loss`."""
+    """:func:`fit` with the plain NLL or, for ``method="syngr"``, :func:`syngr_loss` (3 rows per
+    example); validation Recall@10 from constrained beam search, and the text share of saliency."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if method == "syngr" and syngr is None:
@@ -152,42 +190,18 @@ def train_generator(model: GRSeq2Seq, train: dict, val: dict, trie: IDTrie, cfg:
     model.to(dev).train()
     trie.to(dev)
     gen = torch.Generator().manual_seed(cfg.seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    M = len(train["input_ids"])
-    steps_per = (M + cfg.batch_size - 1) // cfg.batch_size
-    if cfg.max_steps:
-        steps_per = min(steps_per, cfg.max_steps)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.epochs * steps_per)
-    log, best, best_state = TrainLog(), -1.0, None
-    t0 = time.perf_counter()
-    for ep in tqdm(range(1, cfg.epochs + 1), desc=desc or method, leave=False):
-        perm = torch.randperm(M, generator=gen)
-        stop = M if not cfg.max_steps else min(M, cfg.max_steps * cfg.batch_size)
-        for s in range(0, stop, cfg.batch_size):
-            idx = perm[s:s + cfg.batch_size]
-            b = {k: train[k][idx].to(dev) for k in ("input_ids", "valid", "labels")}
-            if method == "syngr":
-                loss, _ = syngr_loss(model, b, syngr, gen)
-                log.rows_forward += 3 * len(idx)
-            else:
-                loss, _ = nll_loss(model, b)
-                log.rows_forward += len(idx)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-        if ep % cfg.eval_every == 0 or ep == cfg.epochs:
-            r = evaluate(model, val, trie, cfg.beam)["recall@10"]
-            log.epochs.append(ep)
-            log.val_recall.append(r)
-            log.text_share.append(text_attention_share(model, val) if model.history_mode == "fused" else float("nan"))
-            if r > best:
-                best, log.best_epoch = r, ep
-                best_state = copy.deepcopy(model.state_dict())
-    model.load_state_dict(best_state)
-    model.eval()
-    log.seconds = time.perf_counter() - t0
-    return log
+
+    def step_loss(idx):
+        b = {k: train[k][idx].to(dev) for k in ("input_ids", "valid", "labels")}
+        if method == "syngr":
+            return syngr_loss(model, b, syngr, gen)[0], 3 * len(idx)
+        return nll_loss(model, b)[0], len(idx)
+
+    def text_share(log):
+        log.text_share.append(text_attention_share(model, val) if model.history_mode == "fused" else float("nan"))
+
+    return fit(model, len(train["input_ids"]), step_loss, lambda: evaluate(model, val, trie, cfg.beam)["recall@10"],
+               cfg, gen, desc or method, text_share)
 
 
 def synergy_reliance(model: GRSeq2Seq, batch: dict, trie: IDTrie, beam: int = 20, k: int = 10, seed: int = 0,
