@@ -108,14 +108,19 @@ def kabsch_superpose(p: Tensor, q: Tensor, w: Tensor | None = None) -> Tensor:
     return (p - pc) @ rot + qc
 
 
-def kabsch_rmsd(p: Tensor, q: Tensor, mask: Tensor | None = None) -> Tensor:
-    """(B,) RMSD after optimal rigid superposition (proper rotations only, so a mirror image is not 0)."""
+def _check_pair(p, q) -> tuple[Tensor, Tensor]:
+    """Two traces of the same shape, promoted to one floating dtype (at least float32)."""
     p = check_coords(p, "p")
     q = check_coords(q, "q")
     if p.shape != q.shape:
         raise ValueError(f"p and q must have the same shape, got {tuple(p.shape)} and {tuple(q.shape)}")
     dt = torch.promote_types(torch.promote_types(p.dtype, q.dtype), torch.float32)
-    p, q = p.to(dt), q.to(dt)
+    return p.to(dt), q.to(dt)
+
+
+def kabsch_rmsd(p: Tensor, q: Tensor, mask: Tensor | None = None) -> Tensor:
+    """(B,) RMSD after optimal rigid superposition (proper rotations only, so a mirror image is not 0)."""
+    p, q = _check_pair(p, q)
     m = check_mask(mask, p)
     ps = kabsch_superpose(p, q, m)
     mf = m.to(p.dtype)
@@ -145,12 +150,7 @@ def tm_score(p: Tensor, q: Tensor, refine: bool = True, iters: int = 6) -> Tenso
     within d0 (then 1.5 d0, 2 d0 if too few are close), keeping the best score, a light version of the
     TM-score program's search. A lower bound of TM-align's score, which may also re-align residues.
     """
-    p = check_coords(p, "p")
-    q = check_coords(q, "q")
-    if p.shape != q.shape:
-        raise ValueError(f"p and q must have the same shape, got {tuple(p.shape)} and {tuple(q.shape)}")
-    dt = torch.promote_types(torch.promote_types(p.dtype, q.dtype), torch.float32)
-    p, q = p.to(dt), q.to(dt)
+    p, q = _check_pair(p, q)
     L = p.shape[1]
     scale = d0(L)
     w = torch.ones(p.shape[:2], dtype=p.dtype, device=p.device)
