@@ -34,6 +34,12 @@ class Case:
     # False: tensors are corrupted in type and shape only, not with NaN/inf entries (for hot
     # inner steps whose callers own the values, such as a server step averaging client models)
     nonfinite: bool = True
+    # (lo, hi): every number an accepted call returns must lie in [lo, hi] (a metric's range:
+    # a probability in (0, 1), a TM-score in (0, 1], a CSI in (0, 1)); None: only finiteness
+    range: tuple[float, float] | None = None
+    # out -> bool: a check of the result's shape (or structure) for an accepted call, e.g.
+    # ``lambda out: out.shape == (3,)``; it must hold for the valid call and for every accepted bad one
+    shape: Callable | None = None
 
     def __str__(self) -> str:
         return self.name
@@ -99,9 +105,35 @@ def _finite(out) -> bool:
     return True
 
 
+def _numbers(out):
+    """Every floating number in a result (tensors, arrays, floats, nested in tuples, lists, dicts)."""
+    if isinstance(out, torch.Tensor):
+        return out.detach().double().reshape(-1).tolist() if out.is_floating_point() else []
+    if isinstance(out, np.ndarray):
+        return out.astype(float).reshape(-1).tolist() if np.issubdtype(out.dtype, np.floating) else []
+    if isinstance(out, float):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [x for o in out for x in _numbers(o)]
+    if isinstance(out, dict):
+        return [x for o in out.values() for x in _numbers(o)]
+    return []
+
+
+def check_result(case: Case, out, what: str) -> None:
+    """The expectations of an accepted call: finite, in ``case.range``, of ``case.shape``."""
+    assert _finite(out), f"{what} returned non-finite values without an error"
+    if case.range is not None:
+        lo, hi = case.range
+        bad = [x for x in _numbers(out) if not lo <= x <= hi]
+        assert not bad, f"{what} returned {bad[:3]} outside the range [{lo}, {hi}] without an error"
+    if case.shape is not None:
+        assert case.shape(out), f"{what} returned a result of the wrong shape: {out!r:.200}"
+
+
 def check_case(case: Case, name: str, bad) -> None:
     """Call ``case`` with argument ``name`` replaced by ``bad``; fail unless it raises ValueError or
-    TypeError naming ``name``, or returns a finite result."""
+    TypeError naming ``name``, or returns a finite result (in ``case.range``, of ``case.shape``)."""
     kwargs = dict(case.valid, **{name: bad})
     try:
         out = case.fn(*case.positional, **kwargs)
@@ -111,4 +143,4 @@ def check_case(case: Case, name: str, bad) -> None:
     except Exception as exc:  # noqa: BLE001 (the point: no other exception type may escape)
         raise AssertionError(f"{case.name}({name}={bad!r:.80}) raised {type(exc).__name__}: {exc}; "
                              f"expected ValueError/TypeError naming {name!r}") from exc
-    assert _finite(out), f"{case.name}({name}={bad!r:.80}) returned non-finite values without an error"
+    check_result(case, out, f"{case.name}({name}={bad!r:.80})")

@@ -37,3 +37,27 @@ def make_book(root: Path, notebooks: dict[str, str]) -> Path:
     for name, body in notebooks.items():
         (root / "front" / f"{name}.md").write_text(HEADER + "\n# " + name + "\n\n" + body)
     return root
+
+
+LEDGER_PAGE = "# Reproduction ledger\n\n<!-- reproduction-ledger -->\n"
+
+
+def make_chapter_book(root: Path, chapter: str, notebooks: dict[str, str], toc_extra: tuple[str, ...] = ()) -> Path:
+    """A book whose ``_toc.yml`` lists the ledger page and one chapter, ``chapters/<chapter>/``: an
+    ``index.md`` and one notebook per ``{stem: body}`` (in order), then the stems of ``toc_extra``
+    (files a test writes itself)."""
+    (root / "_config.yml").write_text("title: test\n")
+    (root / "intro.md").write_text("# A test book\n")
+    (root / "front").mkdir(exist_ok=True)
+    (root / "front" / "ledger.md").write_text(LEDGER_PAGE)
+    folder = root / "chapters" / chapter
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "index.md").write_text(f"# The {chapter} chapter\n")
+    for stem, body in notebooks.items():
+        (folder / f"{stem}.md").write_text(HEADER + "\n# " + stem + "\n\n" + body)
+    sections = "".join(f"          - file: chapters/{chapter}/{stem}\n" for stem in [*notebooks, *toc_extra])
+    (root / "_toc.yml").write_text(
+        "format: jb-book\nroot: intro\nparts:\n"
+        "  - caption: About\n    chapters:\n      - file: front/ledger\n"
+        f"  - caption: Part\n    chapters:\n      - file: chapters/{chapter}/index\n        sections:\n{sections}")
+    return root

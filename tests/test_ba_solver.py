@@ -463,3 +463,117 @@ def test_sampler_and_training_step_cuda_match_cpu():
     s_gpu, hist = ex.train_exact_sidenet(ba.GMMVelocityField(ba.ring_gmm()), ba.PRESETS["smoke"].nb1, 3,
                                          torch.Generator().manual_seed(0), dev="cuda")
     assert hist["device"].startswith("cuda") and next(s_gpu.parameters()).device.type == "cpu"
+
+
+# ------------------------------------------------------------------------------- time grids and the comparison protocol (issue 35)
+def test_time_grid_is_uniform_at_shift_one_and_packs_steps_by_shift():
+    from icml26.ba_solver.baselines import time_grid
+
+    assert time_grid(5) == [i / 5 for i in range(6)] and time_grid(5, 1.0) == time_grid(5)
+    for s in (0.5, 2.0):
+        g = time_grid(7, s)
+        assert g[0] == 0.0 and g[-1] == 1.0 and all(b > a for a, b in zip(g, g[1:]))
+    assert time_grid(5, 2.0)[1] < 0.2 < time_grid(5, 0.5)[1]          # shift > 1: small steps near the noise
+    for bad in (0.0, -1.0, math.nan, math.inf, "2", True):
+        with pytest.raises(ValueError, match="shift"):
+            time_grid(5, bad)
+
+
+@pytest.mark.parametrize("name,nfe", [("euler", 5), ("heun", 6), ("midpoint", 6), ("rk4", 8), ("ab2", 5),
+                                      ("dpmpp_2m", 5)])
+def test_every_solver_takes_a_shift_and_one_is_the_default(field, name, nfe):
+    x0 = _x0(16)
+    fn = ba.SOLVERS[name]
+    assert torch.equal(fn(field, x0, nfe, shift=1.0), fn(field, x0, nfe))
+    assert not torch.equal(fn(field, x0, nfe, shift=2.0), fn(field, x0, nfe))
+    counted = ba.CountingField(field)
+    fn(counted, x0, nfe, shift=2.0)
+    assert counted.calls == nfe
+    with pytest.raises(ValueError, match="shift"):
+        fn(field, x0, nfe, shift=0.0)
+
+
+def test_ba_samplers_take_a_shift(field):
+    x0, side = _x0(16), ba.oracle_sidenet(field, 8)
+    for fn in (ba.ba_bi_anchor, ba.ba_single_anchor):
+        assert torch.equal(fn(field, side, x0, 4, shift=1.0), fn(field, side, x0, 4))
+        with pytest.raises(ValueError, match="shift"):
+            fn(field, side, x0, 4, shift=-1.0)
+    back = ba.CountingField(field, 16)
+    ba.ba_bi_anchor(back, ba.zero_sidenet(), x0, 5, shift=2.0)
+    assert back.evals_per_sample == 5
+
+
+def test_variable_step_ab2_is_second_order_on_a_shifted_grid(field):
+    x0 = _x0(200, seed=3)
+    ref = ba.reference_solve(field, x0)
+    e16, e32 = (ba.endpoint_error(ba.ab2(field, x0, n, shift=2.0), ref) for n in (16, 32))
+    assert 1.7 <= math.log2(e16 / e32) <= 2.5
+
+
+def test_guided_cost_doubles_everywhere_for_ba_but_only_inside_the_interval_for_baselines():
+    """Issue 35: guided BA evaluates both branches at every anchor and probe."""
+    from icml26.ba_solver import experiments as ex
+
+    net, side = _cond_nets()
+    case = {"x0": _x0(8), "y": torch.arange(8) % 3, "guidance": {"cfg_scale": 1.5, "null_class": 3}}
+    c_ba = ex.arm_cost(ex.Arm("ba-bi", 7, "learned", guided=True), net, side, case, flop_ratio=0.1)
+    assert c_ba["backbone"] == 2 * 7 and c_ba["side"] == 2 * (4 * 7 - 1)
+    assert c_ba["total"] == pytest.approx(14 + 0.1 * 54)
+    inside = sum(0.3 <= i / 7 < 1.0 for i in range(7))                        # 4 of the 7 start times
+    for m in ("ab2", "euler"):
+        assert ex.arm_cost(ex.Arm(m, 7, guided=True), net, None, case, 0.1)["total"] == 7 + inside
+    assert ex.arm_cost(ex.Arm("ba-bi", 7, "learned"), net, side, case, 0.1)["backbone"] == 7
+    assert ex.arm_cost(ex.Arm("ba-bi", 7, "zero"), net, side, case, 0.1)["total"] == 7   # untrained: free
+    up = ex.steps_at_cost("ab2", c_ba["total"], net, case, guided=True, rounding="up")
+    down = ex.steps_at_cost("ab2", c_ba["total"], net, case, guided=True, rounding="down")
+    cost = {n: ex.arm_cost(ex.Arm("ab2", n, guided=True), net, None, case, 0.0)["total"] for n in (down, down + 1, up)}
+    assert cost[down] <= c_ba["total"] < cost[down + 1] and cost[up] >= c_ba["total"] and up == down + 1
+    with pytest.raises(ValueError, match="rounding"):
+        ex.steps_at_cost("ab2", 5.0, net, case, rounding="nearest")
+
+
+def test_arm_refuses_bad_sides():
+    from icml26.ba_solver import experiments as ex
+
+    with pytest.raises(ValueError, match="side"):
+        ex.Arm("euler", 5, side="trained")
+    with pytest.raises(ValueError, match="side"):
+        ex.Arm("ba-bi", 5)
+
+
+def test_seeded_sidenets_share_their_initialisation_per_seed():
+    from icml26.ba_solver import experiments as ex
+
+    build = lambda: ba.SideNetMLP(2, hidden=8, depth=1)              # noqa: E731
+    (a, ga), (b, gb), (c, _) = (ex._seeded(s, None, build) for s in (3, 3, 4))
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert not all(torch.equal(p, q) for p, q in zip(a.parameters(), c.parameters()))
+    assert torch.equal(torch.rand(3, generator=ga), torch.rand(3, generator=gb))
+
+
+def test_solver_study_tunes_on_validation_and_pairs_test_seeds(field):
+    from icml26.ba_solver import experiments as ex
+    from icml26.core import Ledger
+
+    orc = ba.oracle_sidenet(field, 8)
+    seeds = [1, 2]
+    sides = {s: orc for s in seeds}
+    cases = {s: ex.make_case(field, s, 32, 2, 64, dtype=torch.float64) for s in seeds}
+    val = ex.make_case(field, 7, 32, 2, 64, dtype=torch.float64)
+    assert not torch.equal(cases[1]["x0"], cases[2]["x0"])
+    arms = {"BA": ex.Arm("ba-bi", 4, "learned"), "AB2": ex.Arm("ab2", 4), "BA untrained": ex.Arm("ba-bi", 4, "zero")}
+    st = ex.solver_study(arms, field, sides, cases, val, shifts=(0.7, 1.0, 1.4), flop_ratio=0.0, progress=False)
+    for name, arm in arms.items():                                  # the validation argmin, test scores on its grid
+        val_err = {s: ex.arm_error(ex.run_arm(arm, field, orc, val, s), val, arm) for s in (0.7, 1.0, 1.4)}
+        assert st.chosen(name) == min(val_err, key=val_err.get)
+        assert st.scores["error"][name][1] == pytest.approx(
+            ex.arm_error(ex.run_arm(arm, field, orc, cases[2], st.chosen(name)), cases[2], arm))
+    cmp = st.comparison(control="BA untrained")
+    assert cmp.rows["BA untrained"].control and cmp.rows["BA"].cost == 4
+    claim = Ledger("demo", "x", scale="smoke").compare("BA / AB2", cmp, "BA", "AB2", "<", 1.0, stat="ratio")
+    assert claim.kind == "comparison" and claim.protocol["seeds"] == seeds
+    with pytest.raises(ValueError, match="val_case"):
+        ex.solver_study(arms, field, sides, cases, cases[1], shifts=(1.0,), flop_ratio=0.0, progress=False)
+    with pytest.raises(ValueError, match="cases"):
+        ex.solver_study(arms, field, {**sides, 3: orc}, cases, val, shifts=(1.0,), flop_ratio=0.0, progress=False)

@@ -270,6 +270,86 @@ def test_paired_gain_and_entropy_window():
     assert (w["first"], w["last"], w["n_above"], w["frac_below_after"]) == (1, 2, 2, 1.0)
 
 
+# ----------------------------------------------------------------------------- the tuning protocol (issue 35)
+def test_batched_radii_equal_one_call_per_rule():
+    """evaluate_rules computes many Band radii in one call; it must equal calling each rule."""
+    rng = torch.Generator().manual_seed(0)
+    ps = [torch.rand(n, generator=rng, dtype=F64).clamp(1e-6, 1 - 1e-6) for n in (7, 1, 12, 5, 9, 3)]
+    rules = [bp.make_bound_fn("band_kl", delta=0.001), bp.make_bound_fn("clip"), bp.make_bound_fn("band_kl", delta=0.05),
+             bp.make_bound_fn("band_chi2", delta=0.02), bp.make_bound_fn("band_chi2", delta=0.2),
+             bp.make_bound_fn("band_kl_relax")]
+    assert isinstance(rules[0], bp.BandRule) and "delta=0.001" in repr(rules[0])
+    for (lo, hi), rule, p in zip(bp.evaluate_rules(rules, ps), rules, ps):
+        lo1, hi1 = rule(p)
+        assert torch.equal(lo, lo1) and torch.equal(hi, hi1)
+    with pytest.raises(ValueError, match="ps"):
+        bp.evaluate_rules(rules, ps[:2])
+    with pytest.raises(ValueError, match="delta"):
+        bp.make_bound_fn("band_kl", delta=-1.0)
+
+
+def test_learning_rate_per_rule_equals_separate_runs():
+    env = bp.HeadTailBandit(n_contexts=8, n_actions=6)
+    rules = [bp.make_bound_fn("band_kl", delta=0.01), bp.make_bound_fn("clip", eps_low=0.05, eps_high=0.05)]
+    both = bp.train_bandit(env, rules, iters=4, group_size=8, inner_steps=4, lr=[0.1, 0.4], seed=[0, 1])
+    for rule, lr, res in zip(rules, (0.1, 0.4), both):
+        one = bp.train_bandit(env, rule, iters=4, group_size=8, inner_steps=4, lr=lr, seed=[0, 1])
+        assert np.abs(res["logits"] - one["logits"]).max() < 1e-12
+    with pytest.raises(ValueError, match="lr"):
+        bp.train_bandit(env, rules, iters=1, lr=[0.1])
+    with pytest.raises(ValueError, match="lr"):
+        bp.train_bandit(env, rules, iters=1, lr=[0.1, -0.1])
+    with pytest.raises(ValueError, match="lr"):
+        bp.run_bandit({"a": rules[0]}, [0], lr={"b": 0.1}, iters=1)
+
+
+def test_sweep_tune_and_score():
+    from icml26.core import Grid, tune
+
+    kw = {"n_contexts": 8, "n_actions": 6, "iters": 3, "group_size": 8, "inner_steps": 3}
+    grids = {"Band-KL": Grid(lr=[0.1, 0.2], delta=[0.01, 0.05]), "Clip": Grid(lr=[0.1, 0.2], eps=[0.05, 0.2]),
+             "no clipping": Grid(lr=[0.1])}
+    sweep = bp.sweep_bandit(grids, [7, 8], **kw)
+    assert [len(sweep[m]) for m in grids] == [4, 4, 1]
+    config, run = sweep["Clip"][3]
+    assert config == {"lr": 0.2, "eps": 0.2}
+    alone = bp.run_bandit({"c": bp.make_bound_fn("clip")}, [7, 8], lr=0.2, **kw)["c"]
+    assert np.abs(alone["logits"] - run["logits"]).max() < 1e-12  # a sweep run is the run on its own
+    t = tune("Clip", bp.validation_score(sweep["Clip"], stat="mean"), grids["Clip"], goal="max", progress=False)
+    best = max(sweep["Clip"], key=lambda cr: bp.run_score(cr[1], stat="mean").mean())[0]
+    assert t.best == best and t.n_configs == 4
+    frame = bp.sweep_frame(sweep, early=2)
+    assert len(frame) == 9 and {"final reward", "mean reward", "entropy @ 2"} <= set(frame.columns)
+    with pytest.raises(ValueError, match="early"):
+        bp.sweep_frame(sweep, early=5)
+    assert np.allclose(bp.run_score(run, stat="final"), run["reward"][:, -1])
+    assert np.allclose(bp.run_score(run, stat="mean"), run["reward"][:, 1:].mean(axis=1))
+    with pytest.raises(ValueError, match="stat"):
+        bp.run_score(run, stat="median")
+    with pytest.raises(ValueError, match="lr"):
+        bp.sweep_bandit(grids, [7], lr=0.1, **kw)
+    with pytest.raises(ValueError, match="family"):
+        bp.bandit_rule("DCPO", {"eps": 0.2})
+    with pytest.raises(ValueError, match="delta"):
+        bp.bandit_rule("Band-KL", {"lr": 0.1})
+    lo, hi = bp.bandit_rule("Clip", {"eps": 0.05, "lr": 0.1})(torch.tensor([0.5], dtype=F64))
+    assert abs(lo.item() - 0.95) < 1e-12 and abs(hi.item() - 1.05) < 1e-12
+
+
+@pytest.mark.parametrize("scale", ["smoke", "book", "gpu"])
+def test_bandit_grids_are_fair_and_validation_seeds_disjoint(scale):
+    for cfg in (bp.preset(scale)["bandit"], bp.PRESETS[scale]["bandit"].dry_run()):
+        assert len(cfg.deltas) == len(cfg.epsilons)  # equal budgets for Band-KL and Clip
+        assert not set(range(cfg.seed, cfg.seed + cfg.n_seeds)) & set(range(cfg.val_seed, cfg.val_seed + cfg.n_val_seeds))
+        assert cfg.lr in cfg.lrs and 0.05 in cfg.deltas and {0.05, 0.2} <= set(cfg.epsilons)
+    book = bp.preset("book")["bandit"]
+    assert min(book.deltas) <= 0.005 and {0.02, 0.03} <= set(book.epsilons)  # issue 35: past the old edges
+    with pytest.raises(ValueError, match="deltas and epsilons"):
+        bp.BanditPreset(deltas=(0.01, 0.05))
+    with pytest.raises(ValueError, match="val_seed"):
+        bp.BanditPreset(val_seed=3)
+
+
 # ----------------------------------------------------------------------------- presets (issue 28)
 @pytest.mark.parametrize("scale", ["smoke", "book", "gpu"])
 def test_dry_run_cuts_loops_and_keeps_sizes(scale):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from icml26.book import check_notebook, discover, find_root, nbval, run, select
 from icml26.book.site import ledger_markdown
-from icml26.book.sources import BookError, Notebook, content_hash, modules_used
+from icml26.book.sources import BookError, Notebook, content_hash, modules_used, source_problems
 from minibook import PARAMS, cell, make_book
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_every_book_notebook_passes_the_source_checks():
     notebooks = discover(find_root(ROOT))
     assert notebooks, "the book has no notebooks"
-    problems = [p for nb in notebooks for p in check_notebook(nb)]
+    problems = source_problems(ROOT) + [p for nb in notebooks for p in check_notebook(nb)]
     assert not problems, "\n".join(problems)
 
 

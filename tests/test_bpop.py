@@ -148,6 +148,59 @@ def test_majority_and_always_before_rules():
     assert ab.closure[0, 2] and not ab.closure[0, 1] and not ab.closure[1, 2]
 
 
+def test_batched_trace_sampler_draws_from_eq2():
+    """The vectorised sampler has the law of Eq. (2): empirical ordering frequencies match the exact
+    probabilities of all n! orderings."""
+    po = m.cloud_iac("simple_ecs")
+    Y = m.softmax_traces_batch(po, 60_000, 1.0, 0.05, np.random.default_rng(0))
+    assert Y.shape == (60_000, 5) and all(sorted(y) == list(range(5)) for y in Y[:200])
+    perms, p = ex.permutation_probabilities(po, 1.0, 0.05)
+    index = {tuple(y): k for k, y in enumerate(perms)}
+    freq = np.bincount([index[tuple(y)] for y in Y], minlength=len(perms)) / len(Y)
+    assert np.abs(freq - p).max() < 6 * np.sqrt(p.max() / len(Y))
+    clean = m.softmax_traces_batch(po, 500, 2.0, 0.0, np.random.default_rng(1))
+    assert all(po.is_linear_extension(y) for y in clean)
+    with pytest.raises(ValueError, match="m"):
+        m.softmax_traces_batch(po, 0, 1.0, 0.05, np.random.default_rng(0))
+
+
+def test_majority_many_matches_the_rule_and_its_population_value():
+    """Issue 39.5: the vectorised Majority equals bl.majority on the same traces; with infinitely many
+    traces (exact, all n! orderings) Majority's Edge-F1 on simple_ecs is 4/9 <= 1/2."""
+    po = m.cloud_iac("simple_ecs")
+    pop = ex.majority_population(po, 1.0, 0.05)
+    assert pop["f1"] == pytest.approx(4 / 9, abs=1e-12) and 0 < pop["closest_to_threshold"] < 0.5
+    f1 = ex.majority_f1_many(po, 20, 30, seed=4)
+    Y = m.softmax_traces_batch(po, 20 * 30, 1.0, 0.05, np.random.default_rng(4)).reshape(20, 30, 5)
+    loop = [m.edge_metrics(po, m.majority(y, 5))["f1"] for y in Y]
+    assert np.allclose(f1, loop)
+
+
+def _fake_run(po, Y, seed):
+    """A (true_po, traces, Posterior) run whose edge probabilities are the traces' precedence shares."""
+    before, both = m.precedence_counts(Y, po.n)
+    share = np.where(both > 0, before / np.maximum(both, 1), 0.0)
+    z = np.zeros((1, 1))
+    return (po, Y, m.Posterior(edge_prob=share, loglik=z, beta=z, rho=z, accept_rate={}))
+
+
+def test_thresholds_are_tuned_on_validation_runs_and_compared_on_paired_seeds():
+    po = m.cloud_iac("simple_ecs")
+    runs = {("simple_ecs", s): _fake_run(po, m.softmax_traces(po, 30, 1.0, 0.05, seed=s), s) for s in range(5)}
+    val = [_fake_run(po, m.softmax_traces(po, 30, 1.0, 0.05, seed=100 + v), v) for v in range(2)]
+    tuned = ex.tune_thresholds(val)
+    assert set(tuned) == {"BPOP", "majority", "heuristics miner"}
+    assert len({t.n_configs for t in tuned.values()}) == 1            # equal grids
+    for t in tuned.values():                                          # ties go to the grid's centre
+        tied = [c for c, v in t.scores if v == t.best_score]
+        assert t.best in tied and (len(tied) == 1 or not t.edges or all(c in (tied[0], tied[-1]) for c in tied))
+    cmp = ex.protocol_comparison(runs, tuned, "Edge-F1", cost=300)
+    assert cmp.seeds == [0, 1, 2, 3, 4] and cmp.rows["always-before"].control
+    assert cmp.rows["BPOP"].cost == 300 and cmp.rows["majority"].cost == 0
+    assert all(np.isfinite(r.per_seed).all() for r in cmp.rows.values())
+    assert not [p for p in cmp.problems(["BPOP", "always-before"]) if "seeds" in p or "control" in p]
+
+
 def test_select_traces_for_ipcov_reaches_target_and_warns():
     po = m.cloud_iac("slb_ecs_rds")
     pool = m.softmax_traces(po, 60, 1.0, 0.0, seed=0)
@@ -176,6 +229,32 @@ def test_mcmc_batched_datasets_match_single():
     a = m.run_mcmc_many([Y], po.n, cfg, progress=False)[0]
     b = m.run_mcmc_many([Y, Y[:6]], po.n, cfg, progress=False)
     assert a.edge_prob.shape == b[0].edge_prob.shape and len(b) == 2
+
+
+def test_likelihood_kernel_is_finite_for_large_beta():
+    """The power form of the frontier softmax (scaled by n^(-beta/2)) stays finite in float32 up to
+    large beta and equals the reference loop in float64."""
+    po = m.cloud_iac("slb_ecs_rds")
+    Y = m.softmax_traces(po, 8, 1.0, 0.05, seed=2)
+    for dt in (torch.float32, torch.float64):
+        R, ch = m.remaining_tensor(Y, dtype=dt), m.chosen_tensor(Y)
+        C = torch.as_tensor(po.closure)[None].to(dt)
+        for beta in (0.0, 1.0, 20.0, 40.0):
+            ll = m.batched_log_likelihood(R, C, torch.tensor([beta], dtype=dt), 0.05, ch)
+            want = sum(m.trace_log_likelihood(y, po, beta, 0.05) for y in Y)
+            tol = 1e-9 if dt == torch.float64 else 1e-3 * max(1.0, abs(want))
+            assert torch.isfinite(ll).all() and abs(float(ll[0]) - want) < tol
+
+
+def test_mcmc_starts_at_the_documented_state():
+    """Issue 39.7: chains start at rho = RHO_INIT, beta = BETA_INIT; the rho prior is truncated at 1 - RHO_TOL."""
+    assert (m.RHO_INIT, m.BETA_INIT, m.RHO_TOL) == (0.5, 1.0, 1e-4)
+    assert m.MCMCConfig().step_U == 0.5
+    po = m.cloud_iac("simple_ecs")
+    Y = m.softmax_traces(po, 10, 1.0, 0.05, seed=1)
+    post = m.run_mcmc(Y, po.n, m.MCMCConfig(n_iter=20, thin=1, n_chains=3, seed=0, burn_in=0.5), progress=False)
+    assert post.rho.shape == (3, 20) and np.all(post.rho < 1 - m.RHO_TOL)
+    assert np.all(np.isclose(post.rho[:, 0], m.RHO_INIT) | (np.abs(post.rho[:, 0] - m.RHO_INIT) < 0.2))
 
 
 def test_log_prior_matches_scipy():
@@ -304,7 +383,8 @@ def test_presets_and_dry_run():
     for p in m.PRESETS.values():
         d = p.dry_run()
         assert type(d) is type(p)
-        for f in ("n_iter", "sra_iter", "qj_iter", "recovery_seeds", "ipcov_seeds", "timing_orders", "n_exec"):
+        for f in ("n_iter", "sra_iter", "qj_iter", "recovery_seeds", "ipcov_seeds", "timing_orders", "n_exec",
+                  "validation_seeds", "persona_seeds", "persona_validation_seeds", "majority_datasets"):
             assert getattr(d, f) <= getattr(p, f)
         assert (d.n_chains, d.recovery_traces, d.sra_accessions, d.K) == (p.n_chains, p.recovery_traces,
                                                                          p.sra_accessions, p.K)

@@ -1,12 +1,17 @@
 """The rendered smoke book in a real browser: headless Chromium (Debian's ``chromium`` and
 ``chromium-driver``) visits every page of ``_build/html-smoke`` served from localhost and fails on
-a JavaScript console error, an image that does not load or has no alt text, math that MathJax left
-unrendered, a notebook page without its download button, or an exercise solution that does not open.
+a JavaScript console error, an image that does not load or whose alt text is missing or a file
+name, math that MathJax left unrendered, TeX in the page's ``<title>``, its navigation links or
+its cards (and in every link of the landing and ledger pages), a notebook page without its download
+button, or an exercise solution that does not open.
 
-MathJax is served from the ``django-static-mathjax`` package (MathJax 3), in place of the CDN URL,
-and every other host is unreachable, so the test needs no network. It runs in ``make test``'s unit
-step after the smoke build; without the build (or the browser) it skips, except under ``CI=true``,
-where it fails.
+The site ships its own MathJax (``_static/mathjax``, see :func:`icml26.book.site.ship_mathjax`)
+and every other host is unreachable (an unresolvable DNS and a dead proxy), so the test needs no
+network and fails when a page still reaches for a CDN. A second test opens pages from disk
+(``file://``, as the README tells a reader to) and finds their math rendered and nothing fetched
+from a network. They run in ``make test``'s unit step after the smoke build; without the build (or
+the browser) they skip, except under ``CI=true``, where they fail. ``ICML26_SITE`` points them at
+another built site.
 """
 
 from __future__ import annotations
@@ -23,12 +28,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SITE = ROOT / "_build" / "html-smoke"
+SITE = Path(os.environ.get("ICML26_SITE") or ROOT / "_build" / "html-smoke")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-MATHJAX_CDN = re.compile(r"https://cdn\.jsdelivr\.net/npm/mathjax@3/es5/")
-MATHJAX_LOCAL = "/__mathjax__/"
 SKIP_PAGES = {"genindex.html", "search.html"}
+# pages whose every link must be plain text (a notebook title with math is copied there)
+ALL_LINKS_PLAIN = {"intro.html", "front/ledger.html", "front/teachers.html"}
 
 pytestmark = pytest.mark.browser
 
@@ -41,54 +46,15 @@ def _need(condition: bool, why: str) -> None:
     pytest.skip(why)
 
 
-def _mathjax_dir() -> Path | None:
-    try:
-        import mathjax  # django-static-mathjax
-    except ImportError:
-        return None
-    folder = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
-    return folder if (folder / "tex-mml-chtml.js").exists() else None
-
-
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    mathjax: Path
-
     def log_message(self, *args):  # quiet
         pass
-
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        path = self.path.split("?", 1)[0].split("#", 1)[0]
-        if path.startswith(MATHJAX_LOCAL):
-            target = (self.mathjax / path[len(MATHJAX_LOCAL):]).resolve()
-            return self._send(target, "application/javascript" if target.suffix == ".js" else None)
-        if path.endswith("/"):
-            path += "index.html"
-        target = (Path(self.directory) / path.lstrip("/")).resolve()
-        if target.suffix == ".html" and target.is_file():
-            text = MATHJAX_CDN.sub(MATHJAX_LOCAL, target.read_text(encoding="utf-8"))
-            return self._send_bytes(text.encode(), "text/html; charset=utf-8")
-        return super().do_GET()
-
-    def _send(self, target: Path, ctype: str | None):
-        if not target.is_file():
-            self.send_error(404)
-            return None
-        return self._send_bytes(target.read_bytes(), ctype or self.guess_type(str(target)))
-
-    def _send_bytes(self, body: bytes, ctype: str):
-        self.send_response(200)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
 
 @pytest.fixture(scope="module")
 def server():
     _need((SITE / "index.html").exists(), f"no smoke build at {SITE} (run: python -m icml26.book build --scale smoke)")
-    mathjax = _mathjax_dir()
-    _need(mathjax is not None, "MathJax is not installed (pip install django-static-mathjax)")
-    handler = functools.partial(type("H", (_Handler,), {"mathjax": mathjax}), directory=str(SITE))
+    handler = functools.partial(_Handler, directory=str(SITE))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -106,8 +72,10 @@ def browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
+    # no network: no name resolves but localhost's, and any other address goes to a dead proxy
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,900", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
+                "--window-size=1280,900", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+                "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=127.0.0.1"):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=options)
@@ -141,6 +109,8 @@ const start = Date.now();
     MathJax.startup.promise.then(() => done('ok')).catch(e => done('error: ' + e));
   } else if (!document.querySelector('script[src*="tex-mml-chtml"]')) {
     done('none');
+  } else if (document.readyState === 'complete' && Date.now() - start > 2000) {
+    done('not loaded');  // a deferred script that loaded has run before the load event
   } else if (Date.now() - start > 30000) {
     done('timeout');
   } else { setTimeout(wait, 50); }
@@ -162,9 +132,65 @@ return Array.from(document.querySelectorAll('article img')).map(img => ({
 """
 
 
+# what a reader sees as text where MathJax does not run: the tab title, navigation links, cards
+_PLAIN_TEXTS = """
+const everyLink = arguments[0];
+const sel = ['nav.bd-docs-nav a', '.prev-next-area a', '.bd-breadcrumbs a', '.sd-card-title', '.sd-card-text',
+             '.sd-card a', '.sd-card-footer'];
+if (everyLink) sel.push('article a');
+const out = [{what: '<title>', text: document.title, math: false}];
+for (const el of document.querySelectorAll(sel.join(', '))) {
+  if (el.closest('h1, h2, h3, h4, h5, h6')) continue;  // a heading's own anchor
+  out.push({what: el.matches('a') ? 'link ' + (el.getAttribute('href') || '') : 'card text',
+            text: el.textContent.replace(/\\s+/g, ' ').trim(),
+            math: !!el.querySelector('mjx-container, .math')});
+}
+return out;
+"""
+_TEX = re.compile(r"\$|\\[()\[\]]|\\[A-Za-z]+")
+_FILE_LIKE = re.compile(r"\S*[/\\]\S*|\S+\.(png|jpe?g|gif|svg|webp|pdf)|[0-9a-f]{32,}(\.\w+)?", re.I)
+
+
+def tex_in_plain_text(text: str) -> str | None:
+    """The first TeX delimiter or command in a text that should be plain (None when clean)."""
+    match = _TEX.search(text)
+    return match.group(0) if match else None
+
+
+def alt_problem(alt: str) -> str | None:
+    """Why an image's alt text fails a reader: missing, or a file name or path (docutils writes
+    the image's URI when a figure has no alt text)."""
+    alt = alt.strip()
+    if not alt:
+        return "no alt text"
+    if _FILE_LIKE.fullmatch(alt):
+        return f"alt text is a file name: {alt[:80]!r}"
+    return None
+
+
+def test_plain_text_and_alt_rules():
+    assert tex_in_plain_text("Counting privacy at the same (ε,δ)") is None
+    assert tex_in_plain_text("at the same \\((\\varepsilon,\\delta)\\)") == "\\("
+    assert tex_in_plain_text("at the same $(\\varepsilon,\\delta)$") == "$"
+    assert tex_in_plain_text("choosing \\gamma") == "\\gamma"
+    assert alt_problem("../../_images/3176cff2a1b2c3d4e5f60718293a4b5c6d7e8f90.png")
+    assert alt_problem("3176cff2a1b2c3d4e5f60718293a4b5c6d7e8f90") and alt_problem("plot.png") and alt_problem(" ")
+    assert alt_problem("Exact accuracy against fresh rollouts, mean over seeds.") is None
+    assert alt_problem("Error of 1/n against n (log-log).") is None
+
+
 def _visit(driver, url: str) -> str:
     driver.get(url)
     return driver.execute_async_script(_WAIT_MATHJAX)
+
+
+def _plain_text_problems(driver, rel: str) -> list[str]:
+    problems = []
+    for item in driver.execute_script(_PLAIN_TEXTS, rel in ALL_LINKS_PLAIN):
+        token = tex_in_plain_text(item["text"])
+        if token or item["math"]:
+            problems.append(f"{rel}: TeX in {item['what']} ({token or 'math'}): {item['text'][:100]!r}")
+    return problems
 
 
 @pytest.mark.skipif(not PAGES and os.environ.get("CI", "").lower() != "true", reason="no smoke build")
@@ -186,8 +212,9 @@ def test_every_page_renders_cleanly_in_chromium(server, browser):
         for img in browser.execute_script(_IMAGES):
             if not img["ok"]:
                 problems.append(f"{rel}: image does not load: {img['src']}")
-            if not img["alt"] or re.fullmatch(r"[0-9a-f]{32,}(\.\w+)?", img["alt"]):
-                problems.append(f"{rel}: image without alt text: {img['src']}")
+            if why := alt_problem(img["alt"]):
+                problems.append(f"{rel}: image {img['src']}: {why}")
+        problems += _plain_text_problems(browser, rel)
         text = browser.execute_script(_RAW_MATH)
         for token in ("$$", "\\(", "\\[", "\\begin{"):
             if token in text:
@@ -242,3 +269,58 @@ _BODY_VISIBLE = """
 const b = arguments[0].querySelector('section, .solution-content, p:not(.admonition-title)');
 return !!b && b.offsetHeight > 0 && getComputedStyle(b).visibility !== 'hidden';
 """
+
+
+# -- offline, from disk ------------------------------------------------------------------------------
+_FETCHED = """
+const urls = performance.getEntriesByType('resource').map(e => e.name);
+for (const el of document.querySelectorAll('script[src], link[rel="stylesheet"][href], img[src]'))
+  urls.push(el.src || el.href);
+return urls.filter(u => !/^(file|data|blob|about):/.test(u));
+"""
+
+
+def _math_pages(limit: int = 4) -> list[str]:
+    """The ``limit`` pages with the most formulas, one a folder (a chapter, the front matter): the
+    first test already sees every page render with the network blocked; this one the same from
+    disk, where a path or a font that needs a server would fail."""
+    best: dict[str, tuple[int, str]] = {}
+    for rel in PAGES:
+        count = (SITE / rel).read_text(encoding="utf-8", errors="ignore").count('class="math')
+        folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        if count and count > best.get(folder, (0, ""))[0]:
+            best[folder] = (count, rel)
+    return [rel for _, rel in sorted(best.values(), reverse=True)[:limit]]
+
+
+@pytest.mark.skipif(not PAGES and os.environ.get("CI", "").lower() != "true", reason="no smoke build")
+def test_pages_opened_from_disk_render_their_math_without_a_network(browser):
+    """What the README promises: open ``index.html`` of the built site without a network (every
+    host, the CDN included, unreachable) and read rendered formulas. MathJax comes from the
+    site's own ``_static/mathjax``; no page asks a network for anything."""
+    pages = _math_pages()
+    assert pages, f"no page with math under {SITE}"
+    start = time.perf_counter()
+    problems: list[str] = []
+    if not (SITE / "_static" / "mathjax" / "tex-mml-chtml.js").is_file():
+        problems.append(f"{SITE} does not ship MathJax in _static/mathjax")
+    browser.get_log("browser")
+    for rel in pages:
+        status = _visit(browser, (SITE / rel).resolve().as_uri())
+        if status != "ok":
+            problems.append(f"{rel}: MathJax did not run from disk ({status})")
+            continue
+        for url in browser.execute_script(_FETCHED):
+            problems.append(f"{rel}: asks the network for {url[:120]}")
+        text = browser.execute_script(_RAW_MATH)
+        for token in ("$$", "\\(", "\\[", "\\begin{"):
+            if token in text:
+                at = text.index(token)
+                problems.append(f"{rel}: raw TeX {token!r} near {text[max(0, at - 40):at + 40]!r}")
+        if not browser.execute_script("return document.querySelectorAll('article mjx-container').length"):
+            problems.append(f"{rel}: no formula rendered")
+        for entry in browser.get_log("browser"):
+            if entry.get("level") == "SEVERE" and "favicon.ico" not in entry.get("message", ""):
+                problems.append(f"{rel}: console error: {entry.get('message', '')[:200]}")
+    print(f"\noffline test: {len(pages)} pages from disk in {time.perf_counter() - start:.1f} s")
+    assert not problems, f"{len(problems)} problem(s):\n" + "\n".join(problems[:60])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import icml26.causcale as cs
 import numpy as np
@@ -32,6 +33,35 @@ def test_tied_attention_equals_reference_and_untied_equals_sdpa():
         assert (un(z) - ex.sdpa_untied_attention(un, z)).abs().max() < 1e-5
         # tied is not the average of per-row softmax maps
         assert (att(z) - ex._averaged_softmax(att, z)).abs().max() > 1e-3
+
+
+def test_official_untied_scale_is_rhnij_and_differs_from_standard_attention():
+    """Issue 39.1: ``untied_scaling="official"`` divides each row's logits by sqrt(d_h R) (the official
+    --attn_shape rhnij), i.e. row-by-row SDPA with that scale; the default is standard attention."""
+    torch.manual_seed(0)
+    z = torch.randn(2, 50, 6, 16)
+    att = cs.TiedAxialAttention(16, 4, tied=False, untied_scaling="official").eval()
+    b, r, c, d = z.shape
+    with torch.no_grad():
+        q, k, v = (p(z).view(b * r, c, 4, 4).transpose(1, 2) for p in (att.q_proj, att.k_proj, att.v_proj))
+        ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=1 / (2.0 * np.sqrt(r)))
+        ref = att.out_proj(ref.transpose(1, 2).reshape(b, r, c, d))
+        assert (att(z) - ref).abs().max() < 1e-5
+        off = att(z)
+        att.untied_scaling = "sdpa"
+        assert (att(z) - ex.sdpa_untied_attention(att, z)).abs().max() < 1e-5
+        assert (att(z) - off).norm() / att(z).norm() > 1e-2
+        att.tied = True   # the tied layer ignores untied_scaling
+        tied_off = att(z)
+        att.untied_scaling = "official"
+        assert torch.equal(att(z), tied_off)
+    model = tr.build_model(CFG, "untied_official")
+    layers = [model.data_layers[0].attn_c, model.graph_layers[0].attn_r, model.bridges[0].axial.attn_c]
+    assert all(not a.tied and a.untied_scaling == "official" for a in layers)
+    assert all(not a.tied and a.untied_scaling == "sdpa" for a in
+               [tr.build_model(CFG, "untied").data_layers[0].attn_c])
+    out = ex.untied_scaling_checks(CFG, seeds=(0,))
+    assert out["official vs sdpa(scale=1/sqrt(d_h R))"] < 1e-5 and out["relative gap"][0] > 1e-3
 
 
 @pytest.mark.parametrize("reduction", [False, True])
@@ -123,6 +153,85 @@ def test_symmetric_baselines_cannot_orient():
     for s in (cs.corr_scores(t["x"]), cs.invcov_scores(t["x_raw"])):
         assert np.array_equal(s, s.T)
         assert cs.orientation_accuracy(s, t["adj"]) == 0.5
+
+
+def test_official_oa_and_shd_conventions():
+    """Issue 39.2: a tie counts 1/2 (book) or 0 (official) in OA; a 2-cycle on a non-edge counts 1
+    (book, unordered pairs) or 2 (official shd_metric); a reversed edge counts once in both."""
+    a = np.zeros((4, 4), dtype=int)
+    a[0, 1] = a[1, 2] = 1
+    sym = a + a.T + 0.0
+    assert cs.orientation_accuracy(sym, a) == 0.5 and cs.orientation_accuracy(sym, a, ties="zero") == 0.0
+    s = np.zeros((4, 4))
+    s[0, 1], s[2, 1] = 0.9, 0.8            # edge 0->1 right, edge 1->2 reversed
+    assert cs.orientation_accuracy(s, a, ties="zero") == cs.orientation_accuracy(s, a) == 0.5
+    rev = a.copy()
+    rev[1, 2], rev[2, 1] = 0, 1            # one reversed edge
+    assert cs.shd(rev, a) == cs.shd(rev, a, convention="official") == 1
+    cyc = a.copy()
+    cyc[2, 3] = cyc[3, 2] = 1              # a 2-cycle on a non-edge
+    assert cs.shd(cyc, a) == 1 and cs.shd(cyc, a, convention="official") == 2
+    both = a.copy()
+    both[1, 0] = 1                         # a 2-cycle on a true edge
+    assert cs.shd(both, a) == cs.shd(both, a, convention="official") == 1
+    ev = cs.evaluate(sym / 2, a)
+    assert ev["oa"] == 0.5 and ev["oa_official"] == 0.0 and ev["shd_official"] >= ev["shd"]
+    with pytest.raises(ValueError, match="ties"):
+        cs.orientation_accuracy(sym, a, ties="random")
+    with pytest.raises(ValueError, match="convention"):
+        cs.shd(rev, a, convention="cdt")
+
+
+def test_invcov_symmetrisation_is_tie_honest():
+    """Issue 39.2: the book's INVCOV is exactly symmetric (every pair a tie); without symmetrisation
+    pinv's round-off breaks the ties, which can move AP but orients nothing systematically."""
+    t = cs.make_task(10, 200, rng=np.random.default_rng(3))
+    s, raw = cs.invcov_scores(t["x_raw"]), cs.invcov_scores(t["x_raw"], symmetrize=False)
+    assert np.array_equal(s, s.T) and not np.array_equal(raw, raw.T)
+    assert np.abs(s - raw).max() < 1e-9 * np.abs(raw).max()
+    assert cs.orientation_accuracy(s, t["adj"], ties="zero") == 0.0
+    with pytest.raises(TypeError, match="symmetrize"):
+        cs.invcov_scores(t["x_raw"], symmetrize="yes")
+
+
+def test_official_scale_free_generator_is_sparser():
+    """Issue 39.3: sf_official samples parents with replacement from the sink end: a DAG with fewer
+    edges and smaller hubs than the book's sf on average (same sizes and degrees)."""
+    rng_a, rng_b = np.random.default_rng(0), np.random.default_rng(0)
+    book = [cs.sample_dag(50, 2.0, "sf", rng=rng_a) for _ in range(60)]
+    off = [cs.sample_dag(50, 2.0, "sf_official", rng=rng_b) for _ in range(60)]
+    for a in off:
+        assert a.trace() == 0 and np.allclose(np.linalg.matrix_power(a.astype(float), 50), 0)   # acyclic
+    assert np.mean([a.sum() for a in off]) < np.mean([a.sum() for a in book])
+    assert np.mean([a.sum(1).max() for a in off]) < np.mean([a.sum(1).max() for a in book])
+    stats = ex.sf_graph_stats(CFG, n=20, n_graphs=10)
+    assert set(stats.generator) == {"sf", "sf_official"} and (stats.edges > 0).all()
+
+
+def test_cpu_seconds_measure_the_process_clock():
+    """Issue 39.4: timings are CPU seconds of this process (time.process_time), not wall time."""
+    assert ex.cpu_seconds(lambda: time.sleep(0.05), warmup=0, repeat=1) < 0.02
+    assert ex.cpu_seconds(lambda: sum(range(200_000)), warmup=0, repeat=1) > 0
+
+
+def test_comparisons_follow_the_protocol():
+    """The headline and ablation comparisons pair CauScale with its baselines over the training seeds,
+    INVCOV as the control row, every row costed and either tuned or saying why not."""
+    import pandas as pd
+
+    seeds = [0, 1, 2, 3, 4]
+    res = pd.DataFrame([{"seed": s, "model": mdl, "step": st, "cell": "c", "mAP": 0.6 + 0.01 * s - 0.2 * (mdl != "CauScale"),
+                         "oa": 0.8, "auroc": 0.9, "shd": 3.0}
+                        for s in seeds for mdl, st in (("CauScale", CFG.steps_full), ("CauScale", CFG.steps_ablation),
+                                                       ("no prior", CFG.steps_ablation),
+                                                       ("untied, per-row scale", CFG.steps_ablation))])
+    base = pd.DataFrame([{"cell": "c", "method": m, "ap": ap, "oa": 0.5} for m, ap in (("INVCOV", 0.4), ("CORR", 0.3))])
+    cmp = ex.structure_comparison(CFG, res, base, "c", seeds)
+    assert cmp.problems(["CauScale", "INVCOV"], scale="book") == []
+    assert cmp.rows["INVCOV"].control and round(cmp.diff("CauScale", "INVCOV").mean, 6) == 0.22
+    abl = ex.ablation_comparison(CFG, res, base, "c", seeds)
+    assert set(abl.rows) == {"CauScale", "no prior", "untied, per-row scale", "INVCOV"}
+    assert abl.problems(["CauScale", "no prior"], scale="book") == []
 
 
 def test_break_cycles_greedy():
@@ -234,9 +343,15 @@ def test_checkpoint_is_reproduced_by_its_command():
     assert tr.checkpoint_matches(ckpt, book)
     readme = (tr.DEFAULT_CHECKPOINT.parent / "README.md").read_text()
     assert re.search(tr.sha256(tr.DEFAULT_CHECKPOINT), readme), "README must record the file's sha256"
-    assert tr.DEFAULT_CHECKPOINT.stat().st_size < 5 * 2 ** 20
+    assert tr.DEFAULT_CHECKPOINT.stat().st_size < 8 * 2 ** 20     # 5 seeds x 4 models, packed float16
+    assert tr.stored_seeds(ckpt, book) == book.train_seeds
+    for seed in book.train_seeds:    # every variant the book compares, for every training seed
+        for variant in tr.variants_for(book, seed):
+            assert f"seed{seed}/{variant}@{book.steps_ablation}" in ckpt["models"]
     _, hist = tr.train_variant(book, "full", book.train_seeds[0], 3, progress=False)
     assert np.allclose(hist.losses, ckpt["losses"][f"seed{book.train_seeds[0]}/full"][:3], atol=1e-5)
+    sd = tr.model_from_checkpoint(ckpt, book, "untied", book.train_seeds[-1], book.steps_ablation).state_dict()
+    assert tr.unpack_state_dict(tr.pack_state_dict(sd)).keys() == sd.keys()
 
 
 # -- bad inputs (spec Sec. 9) -----------------------------------------------------------------
@@ -259,6 +374,8 @@ def test_checkpoint_is_reproduced_by_its_command():
     (lambda: cs.precision_prior(np.random.rand(5, 3), method="glasso"), "method"),
     (lambda: cs.TiedAxialAttention(10, 3), "embed_dim"),
     (lambda: cs.TiedAxialAttention(8, 2, scaling="sqrt_cols"), "scaling"),
+    (lambda: cs.TiedAxialAttention(8, 2, tied=False, untied_scaling="rhnij"), "untied_scaling"),
+    (lambda: cs.CauScale(8, 2, 16, 2, untied_scaling="avici"), "untied_scaling"),
     (lambda: cs.CauScale(8, 2, 16, 2, reduction_r=0), "reduction_r"),
     (lambda: cs.CauScale(8, 2, 16, 2, reduction_k=0), "reduction_k"),
     (lambda: cs.CauScale(8, 2, 16, 2, graph_scaling="sqrt"), "graph_scaling"),

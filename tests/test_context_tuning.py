@@ -286,3 +286,64 @@ def test_ct_kv_cuda_matches_cpu(model):
     a = ct.evaluate(model, cpu, t["x_query"], t["y_query"])
     b = ct.evaluate(mc, gpu, tc["x_query"], tc["y_query"]).cpu()
     assert torch.allclose(a, b, rtol=1e-3, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------------------- the comparison protocol
+def test_every_tuned_method_gets_a_grid_of_the_same_size():
+    for scale in ("smoke", "book", "gpu"):
+        cfg = ct.preset(scale)
+        tuned = [m for m in ex.ALL_METHODS if m not in ex.UNTUNED]
+        sizes = {m: ex.grid_for(m, cfg).size for m in tuned}
+        assert len(set(sizes.values())) == 1, sizes
+        for m in tuned:
+            grid = ex.grid_for(m, cfg)
+            assert max(grid.axes["steps"]) == max(cfg.step_grid) and len(grid.axes["lr"]) >= 2
+    with pytest.raises(ValueError, match="method"):
+        ex.grid_for("icl", ct.preset("smoke"))
+
+
+def test_validation_tasks_are_never_test_tasks():
+    cfg = ct.preset("book")
+    for c in ex.CONDITIONS:
+        val = ex.tasks_for(c, cfg, 0, n_tasks=cfg.n_val, offset=ex.VAL_OFFSET)["w"]
+        for s in set(cfg.task_seeds) | set(cfg.seeds_quadratic):
+            test = ex.tasks_for(c, cfg, s)["w"]
+            assert not torch.isclose(val.unsqueeze(1), test.unsqueeze(0)).all(-1).any(), (c, s)
+
+
+def test_one_change_row_is_ct_kv_without_mask_and_dropout(model):
+    cfg = ct.preset("smoke")
+    t = ex.subset(ex.tasks_for("w-scale 2", cfg, 0), 2)
+    r = ex.run_method("ct-kv (no loo, no dropout)", model, t, cfg, torch.Generator().manual_seed(0), lr=3e-2, steps=3)
+    kv = ct.ct_kv(model, t["x_demo"], t["y_demo"], steps=3, lr=3e-2, leave_one_out=False, token_dropout=0.0)
+    assert np.allclose(r["mse"], ct.evaluate(model, kv, t["x_query"], t["y_query"]).numpy(), atol=1e-6)
+
+
+def test_protocol_pipeline_pairs_seeds_and_records_a_fair_comparison(model):
+    from icml26.core import Ledger
+
+    cfg = ct.preset("smoke")
+    conds, seeds = ["in-distribution", "w-scale 2"], (0, 1, 2, 3, 4)
+    methods = ["icl", "ct-kv", "prefix tuning", "ttt", "ttt + ct-kv"]
+    tuned, val = ex.tune_methods(model, cfg, methods, conds, n_val=1)
+    assert set(tuned) == {"ct-kv", "prefix tuning", "ttt", "ttt + ct-kv"}
+    assert len(val) == 4 * ex.grid_for("ct-kv", cfg).size * len(conds)
+    test = ex.heldout_scores(model, cfg, methods, conds, seeds, tuned, n_tasks=1)
+    again = ex.heldout_scores(model, cfg, ["prefix tuning"], conds, seeds[:2], tuned, n_tasks=1)
+    first = test[(test.method == "prefix tuning") & test.seed.isin(seeds[:2])].set_index(["seed", "condition"]).mse
+    assert np.allclose(first.sort_index(), again.set_index(["seed", "condition"]).mse.sort_index())  # seed fixes all
+    cmps = ex.comparisons(test, tuned, conds, pooled={"both": conds})
+    cmp = cmps["both"]
+    assert cmp.rows["icl"].control and cmp.rows["icl"].cost == 0
+    assert cmp.rows["ttt + ct-kv"].cost == tuned["ttt"].best["steps"] + tuned["ttt + ct-kv"].best["steps"]
+    for t in tuned.values():  # smoke's tiny grids may put a best value at an edge: state it for the test
+        for axis in list(t.unstated_edges):
+            t.state_edge(axis, "smoke-scale grids in a unit test")
+    claim = Ledger("context-tuning", "test", scale="book").compare("c", cmp, "prefix tuning", "ct-kv", stat="ratio")
+    assert claim.protocol["problems"] == [] and claim.protocol["seeds"] == list(seeds)
+    assert np.allclose(ex.per_seed_ratio(test, "ct-kv", "icl", condition="w-scale 2"),
+                       cmps["w-scale 2"].diff("ct-kv", "icl", "ratio").per_seed)
+    table = ex.interval_table(cmps, ["icl", "ct-kv"])
+    assert list(table.index) == ["icl", "ct-kv"] and "[" in table.loc["ct-kv", "w-scale 2"]
+    with pytest.raises(ValueError, match="ttt"):
+        ex.tune_methods(model, cfg, ["ttt + ct-kv"], conds, n_val=1)

@@ -512,6 +512,256 @@ def test_stacked_training_equals_one_run_per_seed(one_thread):
         pd.train_mqar_stacked([], 2)
 
 
+
+# ---------------------------------------------------------------------------------------------
+# fair comparisons of write rules (icml26.precond_delta.comparisons, issue 35)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_write_multipliers_split_pdn_into_shape_and_step():
+    k, _, _ = pd.regression_data([0, 1], 60, 8, 3, kappa=30.0)
+    m = pd.write_multiplier(k, "pdn")
+    shape, step = pd.write_multiplier(k, "shape"), pd.write_multiplier(k, "step")
+    torch.testing.assert_close(shape * step, m, rtol=1e-12, atol=0)  # the two parts multiply back to PDN's m
+    torch.testing.assert_close(shape.mean(-1), torch.ones_like(shape[..., 0]))  # DeltaNet's average step
+    assert (step == step[..., :1]).all()  # no per-coordinate profile
+    assert torch.equal(pd.write_multiplier(k, "deltanet"), torch.ones_like(k))
+    assert torch.equal(pd.write_multiplier(k, "none"), torch.zeros_like(k))  # the no-memory control writes nothing
+    torch.testing.assert_close(pd.write_multiplier(k, "jacobi-bc"),
+                               pd.ema_preconditioner(k, 0.99, None, math.log(1 / 8), bias_correct=True))
+    with pytest.raises(ValueError, match="rule"):
+        pd.write_multiplier(k, "adam")
+    with pytest.raises(ValueError, match="k"):
+        pd.write_multiplier(k[0], "pdn")
+
+
+def test_step_only_is_deltanet_with_a_per_token_beta():
+    data = pd.regression_data([3], 80, 8, 4, kappa=30.0)
+    k, v, W = data
+    beta_t = 0.5 * pd.write_multiplier(k, "pdn").mean(-1)  # β_t = β · mean_K(m_t)
+    _, S = pd.delta_rule_recurrent(k, k, v, beta_t, output_final_state=True)
+    ref = ((S - W).flatten(-2).norm(dim=-1) / W.flatten(-2).norm(dim=-1))[:, 0]
+    torch.testing.assert_close(pd.regression_errors(data, "step", [0.5])[0], ref, rtol=1e-10, atol=0)
+
+
+def test_regression_errors_batch_over_betas_and_seeds_like_single_runs():
+    data = pd.regression_data([0, 5], 70, 8, 4, kappa=30.0, rotate=True, stream=2)
+    grid = pd.regression_errors(data, "pdn", [0.25, 1.0])
+    k, v, W = data
+    for i, beta in enumerate((0.25, 1.0)):
+        m = pd.write_multiplier(k, "pdn")
+        S = pd.delta_rule_states(k, v, torch.full(k.shape[:3], beta, dtype=F64), k_write=m * k)[:, -1]
+        ref = ((S - W).flatten(-2).norm(dim=-1) / W.flatten(-2).norm(dim=-1))[:, 0]
+        torch.testing.assert_close(grid[i], ref, rtol=1e-9, atol=0)
+    # a seed's stream does not depend on the other seeds it is drawn with, and streams differ by setting
+    one = pd.regression_data([5], 70, 8, 4, kappa=30.0, rotate=True, stream=2)
+    assert torch.equal(one[0][0], k[1]) and torch.equal(one[2][0], W[1])
+    assert not torch.equal(pd.regression_data([5], 70, 8, 4, kappa=30.0, rotate=True, stream=3)[0][0], k[1])
+    lam = pd.rls_errors(data, [1e-8, 1e-3])
+    assert lam.shape == (2, 2) and (lam[0] < lam[1]).all()  # noise-free: a smaller ridge, a smaller bias
+
+
+def test_recall_accuracy_matches_single_pass_recall():
+    data = pd.recall_data([0, 1, 2], 24, 16, 16, kappa=20.0)
+    k, v = data
+    for rule, method in (("deltanet", "dn"), ("linear", "la")):
+        acc = pd.recall_accuracy(data, rule, [0.3, 0.7])
+        for i, beta in enumerate((0.3, 0.7)):
+            torch.testing.assert_close(acc[i], pd.single_pass_recall(k, v, method, beta=beta))
+    torch.testing.assert_close(pd.recall_accuracy(data, "pdn", [0.5])[0],
+                               pd.single_pass_recall(k, v, "pdn", beta=0.5, x=2.0))
+    torch.testing.assert_close(pd.recall_accuracy(data, "shape", [0.5])[0],
+                               pd.single_pass_recall(k, v, "pdn", beta=0.5, x=2.0, normalize_m=True))
+
+
+def test_compare_rules_tunes_on_validation_seeds_and_scores_test_seeds():
+    rules = pd.regression_rules([0.25, 0.5, 1.0], lams=[1e-8, 1e-4, 1e-1], d_k=8, d_v=4)
+    seen = []
+
+    def data(seeds):
+        seen.append(list(seeds))
+        return pd.regression_data(seeds, 120, 8, 4, kappa=30.0)
+
+    cmp = pd.compare_rules(data, rules, [0, 1, 2], [10, 11], metric="err", goal="min", budget="FLOPs",
+                           progress=False)
+    assert seen == [[10, 11], [0, 1, 2]]  # validation data first, then the test seeds, each built once
+    assert list(cmp.rows) == [pd.NO_MEMORY, "DeltaNet", "PDN x=1.5", "PDN shape only", "PDN step only",
+                              "Jacobi (bias-corrected)", "RLS"]
+    # the control is the no-treatment row (nothing written), not DeltaNet, which is the baseline
+    assert [n for n, r in cmp.rows.items() if r.control] == [pd.NO_MEMORY]
+    assert cmp.rows[pd.NO_MEMORY].per_seed.tolist() == [1.0, 1.0, 1.0] and cmp.rows[pd.NO_MEMORY].cost == 0
+    tuned_rows = [r for r in cmp.rows.values() if not r.control]
+    assert all(r.tuned.n_configs == 3 for r in tuned_rows) and all(r.cost > 0 for r in tuned_rows)
+    assert cmp.rows["RLS"].tuned.best["lam"] in (1e-8, 1e-4, 1e-1)
+    # the chosen value is the validation optimum, and the test score is the run at that value
+    val = pd.regression_errors(pd.regression_data([10, 11], 120, 8, 4), "pdn", [0.25, 0.5, 1.0])
+    best = [0.25, 0.5, 1.0][int(val.log().mean(1).argmin())]
+    assert cmp.rows["PDN x=1.5"].tuned.best == {"beta": best}
+    test = pd.regression_errors(pd.regression_data([0, 1, 2], 120, 8, 4), "pdn", [best])[0]
+    assert cmp.rows["PDN x=1.5"].per_seed.tolist() == pytest.approx(test.tolist(), rel=1e-12)
+    assert cmp.problems(scale="smoke") == [] or all("edge" in p for p in cmp.problems(scale="smoke"))
+    with pytest.raises(ValueError, match="val_seeds"):
+        pd.compare_rules(data, rules, [0, 1], [1, 2], metric="err", goal="min", budget="FLOPs", progress=False)
+    with pytest.raises(ValueError, match="rules"):
+        pd.compare_rules(data, rules, [0, 1], metric="err", goal="min", budget="FLOPs", fixed="held")
+    with pytest.raises(TypeError, match="rules"):
+        pd.compare_rules(data, [], [0, 1], [2], metric="err", goal="min", budget="FLOPs")
+
+
+def test_fixed_comparison_and_the_table_against_the_control():
+    rules = pd.regression_rules([0.5], deltanet_at=(1.0,), d_k=8, d_v=4)
+    out = pd.regression_comparisons(rules, 100, [0, 1, 2], d_k=8, d_v=4, fixed="beta held on purpose",
+                                    settings={"axis": {}, "iso": {"kappa": 1.0}})
+    cmp = out["axis"]
+    assert all(r.tuned is None and r.untuned == "beta held on purpose" for r in cmp.rows.values() if not r.control)
+    assert cmp.rows[pd.NO_MEMORY].untuned.startswith("nothing is written")
+    assert "DeltaNet beta=1" in cmp.rows and cmp.problems(scale="book") == ["3 training seeds, fewer than 5 at book"]
+    table = pd.against_control(out)
+    assert list(table.columns) == ["axis", "iso"] and "DeltaNet" not in table.index
+    assert pd.NO_MEMORY not in table.index  # the control row is in the comparison, not in the table against DeltaNet
+    d = cmp.diff("PDN step only", "DeltaNet", "ratio")
+    assert table.loc["PDN step only", "axis"].startswith(f"{d.mean:.2f} [")
+    with pytest.raises(ValueError, match="settings"):
+        pd.regression_comparisons(rules, 50, [0], fixed="x", settings={"a": {"skew": 1}})
+    with pytest.raises(ValueError, match="rules"):
+        pd.regression_comparisons({"axis": rules}, 50, [0], fixed="x", settings={"axis": {}, "iso": {}})
+
+
+def test_step_only_control_separates_step_from_shape():
+    """Issue 35: at a fixed beta = 0.5 the step alone explains PDN's gain with isotropic keys, not with
+    axis-aligned skew (book, t = 500: step/PDN 1.09 isotropic, 1.55 axis-aligned; here t = 300: 1.03, 1.27)."""
+    rules = pd.regression_rules([0.5])
+    out = pd.regression_comparisons(rules, 300, [0, 1, 2, 3], fixed="beta held",
+                                    settings={"axis": {}, "iso": {"kappa": 1.0}})
+    axis = out["axis"].diff("PDN step only", "PDN x=1.5", "ratio").mean
+    iso = out["iso"].diff("PDN step only", "PDN x=1.5", "ratio").mean
+    assert axis > 1.15 and iso < 1.1
+
+
+def test_comparison_helpers_bad_inputs():
+    data = pd.regression_data([0], 20, 4, 2)
+    for bad in ([], [0.0], [2.5], [float("nan")]):
+        with pytest.raises(ValueError, match="betas"):
+            pd.regression_errors(data, "deltanet", bad)
+    with pytest.raises(ValueError, match="lams"):
+        pd.rls_errors(data, [0.0])
+    with pytest.raises(ValueError, match="seeds"):
+        pd.regression_data([0, 0], 20)
+    with pytest.raises(ValueError, match="seeds"):
+        pd.recall_data([-1], 8)
+    with pytest.raises(ValueError, match="stream"):
+        pd.regression_data([0], 20, stream=1000)
+    with pytest.raises(ValueError, match="rule"):
+        pd.write_flops("adam", 4, 2)
+    with pytest.raises(ValueError, match="d_k"):
+        pd.write_flops("pdn", 0, 2)
+    with pytest.raises(ValueError, match="comparisons"):
+        pd.against_control({})
+    assert pd.write_flops("pdn", 16, 8) - pd.write_flops("deltanet", 16, 8) == 11 * 16
+
+
+def test_no_memory_control_is_error_one_and_recall_at_chance():
+    """Referee fix 4 (issue 35): the no-treatment row writes nothing, so ``S = 0``: relative error exactly 1
+    on every stream, and recall at chance (every read ties, the first pair is returned: 1/n)."""
+    data = pd.regression_data([0, 1], 50, 8, 4)
+    assert pd.regression_errors(data, "none", [0.5, 2.0]).eq(1.0).all()
+    acc = pd.recall_accuracy(pd.recall_data([0, 1, 2], 12, 8, 8), "none", [0.3])
+    torch.testing.assert_close(acc, torch.full((1, 3), 1 / 12, dtype=F64))
+    assert pd.write_flops("none", 16, 8) == 0
+    rows = pd.recall_rules([0.1, 0.5], d_k=8, d_v=8)
+    assert [r.name for r in rows if r.control] == [pd.NO_MEMORY] and rows[1].name == "DeltaNet"
+
+
+def test_step_schedule_and_scheduled_deltanet():
+    """Referee fix 1 (issue 35): scheduled DeltaNet is DeltaNet with beta_t = beta * s_t, where the schedule
+    s_t is PDN's mean multiplier averaged over the validation streams, fixed before the test streams."""
+    val = pd.regression_data([10, 11, 12], 90, 8, 4, kappa=30.0)
+    test = pd.regression_data([0, 1], 90, 8, 4, kappa=30.0)
+    sched = pd.step_schedule(val[0])
+    torch.testing.assert_close(sched, pd.write_multiplier(val[0], "pdn").mean(-1).mean((0, 2)))
+    assert sched.shape == (90,) and sched[0] > sched[-1] > 1  # large early steps, falling as the average fills
+    k, v, W = test
+    _, S = pd.delta_rule_recurrent(k, k, v, (0.5 * sched)[None, :, None].expand(2, 90, 1).contiguous(),
+                                   output_final_state=True)
+    ref = ((S - W).flatten(-2).norm(dim=-1) / W.flatten(-2).norm(dim=-1))[:, 0]
+    torch.testing.assert_close(pd.regression_errors(test, "deltanet", [0.5], schedule=sched)[0], ref,
+                               rtol=1e-10, atol=0)
+    # the rule is fitted on the validation data handed to compare_rules, never on the test data
+    rules = pd.regression_rules([0.25, 0.5, 1.0], d_k=8, d_v=4, controls=False, scheduled=True)
+    assert rules[-1].name == pd.SCHEDULED and rules[-1].scores is None and rules[-1].cost == rules[1].cost
+
+    def data(seeds):
+        return pd.regression_data(seeds, 90, 8, 4, kappa=30.0)
+
+    cmp = pd.compare_rules(data, rules, [0, 1], [10, 11, 12], metric="err", goal="min", budget="FLOPs",
+                           progress=False)
+    best = cmp.rows[pd.SCHEDULED].tuned.best["beta"]
+    torch.testing.assert_close(torch.as_tensor(cmp.rows[pd.SCHEDULED].per_seed),
+                               pd.regression_errors(test, "deltanet", [best], schedule=sched)[0])
+    with pytest.raises(ValueError, match="val_seeds"):
+        pd.compare_rules(data, pd.regression_rules([0.5], scheduled=True, d_k=8, d_v=4), [0, 1], metric="err",
+                         goal="min", budget="FLOPs", fixed="held")
+    with pytest.raises(ValueError, match="schedule"):
+        pd.regression_errors(test, "deltanet", [0.5], schedule=sched[:-1])
+    with pytest.raises(ValueError, match="schedule"):
+        pd.recall_accuracy(pd.recall_data([0], 6, 4, 4), "deltanet", [0.5], schedule=-torch.ones(6))
+    with pytest.raises(ValueError, match="k"):
+        pd.step_schedule(k[0])
+
+
+def test_the_schedule_explains_the_step_only_control():
+    """Referee fix 1 (issue 35): at a fixed beta, PDN's step-only write and a DeltaNet with the schedule fixed
+    on other streams reach nearly the same error (book, tuned, t = 500: step/scheduled 0.995; recall n = 48:
+    step - scheduled -0.001), while PDN itself does better under axis-aligned skew."""
+    rules = pd.regression_rules([0.5], scheduled=True, d_k=8, d_v=4)
+    out = pd.regression_comparisons(rules, 300, [0, 1, 2, 3], [20, 21, 22, 23], d_k=8, d_v=4, fixed="beta held",
+                                    settings={"axis": {}})["axis"]
+    step = out.diff("PDN step only", pd.SCHEDULED, "ratio").mean
+    assert abs(step - 1) < 0.05 and out.diff("PDN x=1.5", pd.SCHEDULED, "ratio").mean < 0.9
+
+
+def test_regression_by_token_reads_the_same_streams_at_each_token():
+    rules = pd.regression_rules([0.5, 1.0], d_k=8, d_v=4, controls=False)
+    by_t = pd.regression_by_token(rules, [60, 120], [0, 1], [10, 11], d_k=8, d_v=4)
+    assert list(by_t) == [60, 120] and by_t[60].metric == "relative error at t=60"
+    one = pd.regression_comparisons(rules, 120, [0, 1], [10, 11], d_k=8, d_v=4, settings={"axis-aligned": {}})
+    assert by_t[120].rows["PDN x=1.5"].per_seed.tolist() == one["axis-aligned"].rows["PDN x=1.5"].per_seed.tolist()
+    rot = pd.regression_by_token(rules, [60], [0, 1], [10, 11], setting="rotated", d_k=8, d_v=4)[60]
+    ref = pd.regression_comparisons(rules, 60, [0, 1], [10, 11], d_k=8, d_v=4,
+                                    settings={"axis-aligned": {}, "rotated": {"rotate": True}})["rotated"]
+    assert rot.rows["DeltaNet"].per_seed.tolist() == ref.rows["DeltaNet"].per_seed.tolist()
+    table = pd.ratio_by_token(by_t, "PDN x=1.5", "DeltaNet")
+    d = by_t[60].diff("PDN x=1.5", "DeltaNet", "ratio")
+    assert list(table.index) == [60, 120] and table.loc[60, "95% lo"] == pytest.approx(d.lo)
+    assert table.loc[60, "PDN x=1.5 better on"] == f"{d.wins} of 2"
+    with pytest.raises(ValueError, match="tokens"):
+        pd.regression_by_token(rules, [0], [0], [1])
+    with pytest.raises(ValueError, match="setting"):
+        pd.regression_by_token(rules, [10], [0], [1], setting="diagonal")
+    with pytest.raises(ValueError, match="comparisons"):
+        pd.ratio_by_token({}, "a", "b")
+
+
+def test_presets_keep_validation_and_test_seeds_apart():
+    from dataclasses import replace
+
+    for scale in ("smoke", "book", "gpu"):
+        p = pd.PRESETS[scale]
+        assert not set(p.reg_test_seeds) & set(p.reg_val_seeds)
+        assert not set(p.recall_test_seeds) & set(p.recall_val_seeds)
+        assert len(p.reg_lams) == len(p.reg_betas)
+        d = p.dry_run()
+        assert len(d.reg_test_seeds) <= 2 and len(d.recall_val_seeds) <= 2 and d.reg_betas == p.reg_betas
+    book = pd.PRESETS["book"]
+    assert len(book.reg_test_seeds) >= 10 and len(book.recall_test_seeds) >= 10  # runs cost under a minute
+    with pytest.raises(ValueError, match="reg_val_seeds"):
+        replace(book, reg_val_seeds=(0, 100))
+    with pytest.raises(ValueError, match="reg_lams"):
+        replace(book, reg_lams=(1e-3,))
+    with pytest.raises(ValueError, match="reg_t_report"):
+        replace(book, reg_t_report=(book.reg_T + 1,))
+
+
 @pytest.mark.cuda
 def test_cuda_matches_cpu_recurrent_and_chunk():
     inp = random_inputs(2, 70, 2, 16, 8, "scalar", dtype=F64, seed=5)

@@ -464,3 +464,114 @@ def test_missing_values_in_html_tables_become_dashes():
     fixed = tidy.dash_missing(html)
     assert "nan" not in fixed and ">-</td>" in fixed and "1.0000" in fixed
     assert tidy.dash_missing(["<td class='x'>NaN</td>", "<td>nano</td>"]) == ["<td class='x'>-</td>", "<td>nano</td>"]
+
+
+# -- plain titles, alt text and offline math (issue 44) ----------------------------------------------
+@pytest.mark.parametrize("tex, text", [
+    (r"(\varepsilon,\delta)", "(ε,δ)"), (r"\gamma", "γ"), (r"p_{old}(x)", "p_old(x)"), (r"x^2 + y_i", "x²+yᵢ"),
+    (r"\beta\log Z_\phi", "β log Zᵩ"), (r"\pi_{old}e^{r/\beta}", "π_old e^(r/β)"), (r"x^\star", "x⋆"),
+    (r"\mathbb{E}[X] \le \frac{1}{n}", "𝔼[X] ≤ 1/n"), (r"\|w\|_2^2", "‖w‖₂²"), (r"\hat{y}", "ŷ"),
+    (r"\mathrm{KL}(p\,\|\,q)", "KL(p ‖ q)"), (r"\epsilon\text{-DP at } n", "ϵ-DP at n"), (r"\E_{x\sim p}", "𝔼_(x ∼ p)"),
+])
+def test_tex_to_text(tex, text):
+    from icml26.book.pages import tex_to_text
+
+    assert tex_to_text(tex) == text
+
+
+def test_plain_title_turns_math_into_unicode():
+    from icml26.book.pages import plain_title, tex_to_text
+
+    assert plain_title(r"DP-SGD against DP-C4 at the same $(\varepsilon,\delta)$") == \
+        "DP-SGD against DP-C4 at the same (ε,δ)"
+    assert plain_title(r"choosing $\gamma$ and $\delta$, *fast* `code` {math}`x_1`") == "choosing γ and δ, fast code x₁"
+    assert plain_title(r"$x_1$ and $y_2$") == "x₁ and y₂"  # subscripts are not emphasis
+    with pytest.raises(TypeError, match="text"):
+        plain_title(None)
+    with pytest.raises(TypeError, match="tex"):
+        tex_to_text(3)
+
+
+def test_every_title_of_the_book_is_plain_text():
+    """What the ledger, the cards, the teachers' table and the compute tables show of each title."""
+    from icml26.book.pages import plain_title
+
+    tex = re.compile(r"\$|\\[A-Za-z()\[\]]")
+    titles = [(c.slug, t) for c in book_chapters(ROOT) for t in [c.title, *c.notebook_titles.values()]]
+    assert titles
+    bad = [f"{slug}: {plain_title(t)!r}" for slug, t in titles if tex.search(plain_title(t))]
+    assert not bad, "TeX left in plain titles: " + "; ".join(bad)
+
+
+def test_ledger_and_cards_show_math_titles_as_unicode(tmp_path):
+    from icml26.book.pages import landing_markdown
+
+    root = _mini_book(tmp_path)
+    (root / "chapters" / "alpha" / "01-first.md").write_text("# Alpha at the same $(\\varepsilon,\\delta)$\n")
+    (root / "chapters" / "zeta" / "index.md").write_text(
+        "---\nbook:\n  question: why $\\gamma$?\n---\n# The $\\gamma$ chapter\n")
+    _claims_file(root, "alpha", "01-first", ["holds"])
+    page = ledger_markdown(root, "smoke")
+    assert '<a href="../chapters/alpha/01-first.html">Alpha at the same (ε,δ)</a>' in page
+    cards = landing_markdown(root, {}, {})
+    assert ":::{grid-item-card} The γ chapter" in cards and "why γ?" in cards
+    assert "$" not in page + cards and "\\" not in page + cards
+
+
+def test_page_titles_in_sphinx_are_plain_but_the_heading_keeps_its_math():
+    from docutils import nodes
+    from icml26.book.pages import plain_titles
+
+    heading = nodes.title("", "", nodes.Text("Choosing "), nodes.math("", r"\gamma"), nodes.Text(" well"))
+    doctree = nodes.document("", "")
+    doctree += nodes.section("", heading)
+    entry = nodes.reference("", "", nodes.Text("Choosing "), nodes.math("", r"\gamma"), nodes.Text(" well"),
+                            anchorname="", refuri="page")
+    env = type("Env", (), {"docname": "page", "titles": {"page": heading.deepcopy()},
+                           "longtitles": {"page": heading.deepcopy()},
+                           "tocs": {"page": nodes.bullet_list("", nodes.list_item("", entry))}})()
+    plain_titles(type("App", (), {"env": env})(), doctree)
+    assert env.titles["page"].astext() == env.longtitles["page"].astext() == "Choosing γ well"
+    assert not list(env.titles["page"].findall(nodes.math))
+    assert env.tocs["page"].astext() == "Choosing γ well"
+    assert list(doctree.findall(nodes.math)), "the page's own heading keeps its math"
+
+
+def test_alt_text_comes_from_the_caption_or_the_page_never_a_file_name():
+    png = {"output_type": "display_data", "metadata": {}, "data": {"image/png": "iVBOR", "text/plain": "<Figure>"}}
+    captioned = code("plot()", mystnb={"figure": {"caption": "Error $\\beta\\log Z_\\phi$ against *n*.",
+                                                  "name": "fig-a"}})
+    bare = code("plots.curves(runs)")
+    commented = code("# accuracy against steps\nplots.curves(runs)")
+    for cell in (captioned, bare, commented):
+        cell["outputs"] = [dict(png)]
+    prose = {"cell_type": "markdown", "metadata": {}, "source": (
+        "```{exercise} Equal steps\n:label: ex-a\n\nRe-draw it.\n```\n\n```{solution-start} ex-a\n:class: dropdown\n"
+        "```\n\nAgainst steps, dynamic sampling looks better than it is.\n")}
+    nb = {"cells": [captioned, prose, bare, commented], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    tidy.tidy_notebook(nb)
+    alts = [c["metadata"].get("mystnb", {}).get("image", {}).get("alt") for c in nb["cells"] if c.get("outputs")]
+    assert alts == ["Error β log Zᵩ against n.", "Figure: Against steps, dynamic sampling looks better than it is.",
+                    "Figure: accuracy against steps"]
+    with pytest.raises(ValueError, match="index"):
+        tidy.context_alt(nb["cells"], 99)
+
+
+def test_the_site_ships_mathjax_and_the_config_points_to_it(tmp_path):
+    import yaml
+
+    if site.mathjax_source() is None:
+        pytest.skip("django-static-mathjax is not installed")
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["sphinx"]["config"]["mathjax_path"] == site.MATHJAX_PATH
+    assert "icml26.book.pages" in config["sphinx"]["extra_extensions"]
+    shipped = site.ship_mathjax(tmp_path)
+    assert shipped == tmp_path / "_static" / "mathjax"
+    assert (tmp_path / "_static" / site.MATHJAX_PATH).is_file() and (shipped / "LICENSE").is_file()
+    assert list((shipped / "output" / "chtml" / "fonts").rglob("*.woff")), "the CHTML fonts"
+    assert (shipped / "input" / "tex" / "extensions" / "ams.js").is_file()
+    site.ship_mathjax(tmp_path)  # again, over the first copy
+    with pytest.raises(ValueError, match="site"):
+        site.ship_mathjax(tmp_path / "missing")
+    with pytest.raises(TypeError, match="site"):
+        site.ship_mathjax(None)

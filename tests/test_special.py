@@ -6,6 +6,7 @@ import math
 
 import icml26.special as m
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from icml26.special.experiments import base_config, equivalence_checks
@@ -384,3 +385,115 @@ def test_many_configs_in_one_batch_equal_single_runs(domains, tiny):
         assert torch.allclose(single.final_params, r.final_params, atol=1e-6), c.method
     with pytest.raises(ValueError, match="share hidden"):
         run_fdil_many(domains, [cfgs[0], cfgs[0].replace(hidden=32)], progress=False)
+
+
+# ---------------------------------------------------------------- the fair comparison (issue 35)
+def test_validation_domains_hold_out_part_of_the_training_split(domains):
+    val = m.validation_domains(domains, fraction=0.2, seed=0)
+    assert len(val) == len(domains)
+    for d, v in zip(domains, val):
+        n = len(d.y_train)
+        assert len(v.y_test) == round(0.2 * n) or abs(len(v.y_test) - 0.2 * n) < 1
+        assert len(v.y_train) + len(v.y_test) == n
+        # train and validation rows are disjoint and together are the training split (never the test one)
+        both = np.concatenate([v.X_train, v.X_test])
+        assert {r.tobytes() for r in both} <= {r.tobytes() for r in d.X_train}
+        assert np.bincount(v.y_test, minlength=10).min() > 0  # stratified: every class held out
+    # the same images are held out of every domain (the domains are transforms of one image set)
+    assert all(np.array_equal(val[0].y_test, v.y_test) for v in val)
+    for bad in (0.0, 1.0, -0.1, float("nan"), "0.2"):
+        with pytest.raises(ValueError, match="fraction"):
+            m.validation_domains(domains, fraction=bad)
+    with pytest.raises(ValueError, match="seed"):
+        m.validation_domains(domains, seed=-1)
+
+
+@pytest.mark.parametrize("scale", ["smoke", "book", "gpu"])
+def test_tuning_grids_are_equal_and_validation_seeds_disjoint(scale):
+    from dataclasses import replace
+
+    from icml26.special import experiments as ex
+
+    p = PRESETS[scale]
+    grids = ex.tuning_grids(p)
+    assert grids["FedAvg"].size == grids["SPECIAL"].size  # the same number of configurations
+    if scale != "smoke":
+        assert grids["FedAvg"].size == 9 and p.val_seeds >= 3 and p.seeds >= 10
+    assert not set(ex.validation_seeds(p)) & set(ex.test_seeds(p))
+    with pytest.raises(ValueError, match="val_seed0"):
+        ex.validation_seeds(replace(p, val_seed0=p.seed))
+
+
+def test_tuning_never_reads_the_test_split(domains, tiny):
+    """The tuned choice and every validation score are the same when the test split is replaced."""
+    from dataclasses import replace
+
+    from icml26.special import experiments as ex
+
+    p = replace(tiny, rounds_per_task=2, local_epochs=1)
+    t1, v1 = ex.tune_on_validation(domains, p, device="cpu", progress=False)
+    rng = np.random.default_rng(0)
+    scrambled = [m.DomainData(d.X_train, d.y_train, rng.random(d.X_test.shape, dtype=np.float32),
+                              rng.integers(0, 10, len(d.y_test)), d.name) for d in domains]
+    t2, v2 = ex.tune_on_validation(scrambled, p, device="cpu", progress=False)
+    for name in ("FedAvg", "SPECIAL"):
+        assert t1[name].scores == t2[name].scores and t1[name].best == t2[name].best
+        assert t1[name].n_configs == ex.tuning_grids(p)[name].size
+    assert set(v1["train_seed"]) == set(ex.validation_seeds(p))
+    with pytest.raises(ValueError, match="goal_metric"):
+        ex.tune_on_validation(domains, p, goal_metric="FGT")
+
+
+def test_comparison_pairs_seeds_reuses_runs_and_matches_steps(domains, tiny):
+    from dataclasses import replace
+
+    from icml26.core import ProtocolError
+    from icml26.special import experiments as ex
+
+    p = replace(tiny, rounds_per_task=2, local_epochs=1, seeds=2)
+    variants = [ex.Variant("FedAvg", "FedAvg", (("method", "fedavg"),)),
+                ex.Variant("SPECIAL lam=1", "SPECIAL", (("method", "special"), ("lam", 1.0)))]
+    runs, results = ex.run_variants(domains, p, variants, device="cpu", progress=False)
+    # a variant with the configuration of an existing one is copied, not rerun
+    same = ex.Variant("FedAvg (tuned)", "FedAvg (tuned)", (("method", "fedavg"), ("lr", p.lr)))
+    half = ex.step_matched_variant({"lam": 1.0, "lr": p.lr}, "FedAvg lr/2")
+    assert dict(half.changes)["lr"] == pytest.approx(p.lr / 2)
+    new, res = ex.run_or_reuse(domains, p, [same, half], runs, results, device="cpu", progress=False)
+    assert res["FedAvg (tuned)"] is results["FedAvg"] and res["FedAvg lr/2"] is not results["FedAvg"]
+    allruns = pd.concat([runs, new], ignore_index=True)
+    cmp = ex.step_control_comparison(allruns, "FedAvg lr/2", "SPECIAL lam=1", "ACC", p)
+    assert cmp.seeds == ex.test_seeds(p) and cmp.problems(scale="smoke") == []
+    assert all(r.cost == len(domains) * p.rounds_per_task for r in cmp.rows.values())
+    assert cmp.rows["FedAvg"].control
+    table = ex.paired_table(allruns, [("FedAvg lr/2", "SPECIAL lam=1")], p)
+    d = cmp.diff("FedAvg lr/2", "SPECIAL lam=1")
+    assert table.loc["FedAvg lr/2 - SPECIAL lam=1", "ACC"] == pytest.approx(d.mean)
+    assert (table.loc["FedAvg lr/2 - SPECIAL lam=1", "ACC lo"], table.iloc[0]["ACC hi"]) == pytest.approx((d.lo, d.hi))
+    unpaired = allruns[~((allruns["name"] == "FedAvg") & (allruns["seed"] == 1))]
+    with pytest.raises(ProtocolError, match="seeds"):  # a method missing a seed is not paired
+        ex.comparison(unpaired, "ACC", [("FedAvg", {"untuned": "-"})], p, goal="max")
+    with pytest.raises(ValueError, match="metric"):
+        ex.step_control_comparison(allruns, "FedAvg lr/2", "SPECIAL lam=1", "loss", p)
+    with pytest.raises(ValueError, match="config"):
+        ex.step_matched_variant({"lr": 0.1})
+
+
+def test_fedavg_neighbours_are_the_grid_values_next_to_the_choice():
+    """The sensitivity check retrains FedAvg at the grid values next to its validated step."""
+    from icml26.core.compare import tune
+    from icml26.special import experiments as ex
+
+    grid = ex.tuning_grids(PRESETS["book"])["FedAvg"]
+    curve = {0.025: 0.547, 0.035: 0.545}  # a flat top, as on the book's validation split
+
+    def score(c):
+        return curve.get(c["lr"], 0.5 - abs(c["lr"] - 0.03))
+
+    fa = tune("FedAvg", score, grid, goal="max", progress=False)
+    assert fa.best["lr"] == 0.025 and ex.fedavg_neighbours(fa) == [0.0177, 0.035]
+    lo = tune("FedAvg", lambda c: -c["lr"], grid, goal="max", progress=False)  # best at the lower edge
+    assert ex.fedavg_neighbours(lo) == [0.0088]
+    sp = tune("SPECIAL", lambda c: c["lam"], ex.tuning_grids(PRESETS["book"])["SPECIAL"], goal="max", progress=False)
+    with pytest.raises(ValueError, match="tuned"):
+        ex.fedavg_neighbours(sp)
+    assert set(ex.EXPLORATION) == {"SPECIAL", "FedAvg"}

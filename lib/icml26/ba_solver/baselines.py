@@ -21,8 +21,15 @@ the backbone is evaluated on the conditional and the unconditional (``null_class
 is ``[0.3, 1)`` here (:data:`CFG_INTERVAL`); outside it, and at ``w = 1``, the conditional velocity
 is used and the unconditional branch is not evaluated.
 
+**Time grid.** Every solver takes ``shift`` (default 1, the uniform grid): the grid is
+``t_i = u_i / (u_i + shift (1 - u_i))`` with ``u_i = i / N_steps`` (:func:`time_grid`), the
+"timestep shift" of flow-model samplers written in book time. ``shift > 1`` packs the steps towards
+the noise end ``t = 0``, ``shift < 1`` towards the data end. It is the knob a fair comparison tunes
+for every solver alike. AB2 uses its variable-step form on a non-uniform grid (below).
+
 ``nfe`` always counts backbone evaluations per sample: Heun/midpoint with ``nfe = N`` take
-``N / 2`` steps, RK4 ``N / 4``. :class:`CountingField` verifies these counts.
+``N / 2`` steps, RK4 ``N / 4``. With guidance the unconditional branch adds evaluations where it
+is used; :class:`CountingField` measures both.
 """
 
 from __future__ import annotations
@@ -112,8 +119,30 @@ def _tcol(t: float, x: torch.Tensor) -> torch.Tensor:
     return torch.full((x.shape[0],), t, dtype=x.dtype, device=x.device)            # (B,)
 
 
-def _grid(n_steps: int) -> list[float]:
-    return [i / n_steps for i in range(n_steps + 1)]
+def check_shift(shift) -> float:
+    """``shift`` must be a finite float > 0 (1 is the uniform grid)."""
+    if isinstance(shift, bool) or not isinstance(shift, (int, float)) or not math.isfinite(shift) or shift <= 0:
+        raise ValueError(f"shift must be a finite number > 0 (1 = uniform grid), got {shift!r}")
+    return float(shift)
+
+
+def time_grid(n_steps: int, shift: float = 1.0) -> list[float]:
+    """The ``n_steps + 1`` times ``t_i = u_i / (u_i + shift (1 - u_i))``, ``u_i = i / n_steps``.
+
+    In noise level ``sigma = 1 - t`` this is the usual timestep shift
+    ``sigma' = shift sigma / (1 + (shift - 1) sigma)``; ``shift = 1`` is the uniform grid (exactly
+    ``i / n_steps``), ``t_0 = 0`` and ``t_N = 1`` for every shift.
+    """
+    check_nfe(n_steps, name="n_steps")
+    shift = check_shift(shift)
+    if shift == 1.0:
+        return [i / n_steps for i in range(n_steps + 1)]
+    u = [i / n_steps for i in range(n_steps + 1)]
+    return [ui / (ui + shift * (1 - ui)) for ui in u]
+
+
+def _grid(n_steps: int, shift: float = 1.0) -> list[float]:
+    return time_grid(n_steps, shift)
 
 
 def _finish(x, traj, return_traj):
@@ -121,12 +150,13 @@ def _finish(x, traj, return_traj):
 
 
 def euler(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False,
-          cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL):
+          cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL,
+          shift: float = 1.0):
     """Explicit Euler, ``nfe`` steps (one backbone call each)."""
     check_nfe(nfe)
     check_x0(x0)
     velocity_fn = guided_velocity(velocity_fn, cfg_scale, null_class, cfg_interval)
-    ts, x, traj = _grid(nfe), x0, [x0]
+    ts, x, traj = _grid(nfe, shift), x0, [x0]
     for i in range(nfe):
         v = call_checked(velocity_fn, x, _tcol(ts[i], x), y)
         x = x + (ts[i + 1] - ts[i]) * v
@@ -136,13 +166,14 @@ def euler(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj
 
 
 def heun(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False,
-         cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL):
+         cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL,
+          shift: float = 1.0):
     """Heun (explicit trapezoid), ``nfe / 2`` steps; ``nfe`` must be even."""
     check_nfe(nfe, 2)
     check_x0(x0)
     velocity_fn = guided_velocity(velocity_fn, cfg_scale, null_class, cfg_interval)
     n = nfe // 2
-    ts, x, traj = _grid(n), x0, [x0]
+    ts, x, traj = _grid(n, shift), x0, [x0]
     for i in range(n):
         d = ts[i + 1] - ts[i]
         v = call_checked(velocity_fn, x, _tcol(ts[i], x), y)
@@ -154,13 +185,14 @@ def heun(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj:
 
 
 def midpoint(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False,
-             cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL):
+             cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL,
+          shift: float = 1.0):
     """Explicit midpoint, ``nfe / 2`` steps; ``nfe`` must be even."""
     check_nfe(nfe, 2)
     check_x0(x0)
     velocity_fn = guided_velocity(velocity_fn, cfg_scale, null_class, cfg_interval)
     n = nfe // 2
-    ts, x, traj = _grid(n), x0, [x0]
+    ts, x, traj = _grid(n, shift), x0, [x0]
     for i in range(n):
         d = ts[i + 1] - ts[i]
         v = call_checked(velocity_fn, x, _tcol(ts[i], x), y)
@@ -171,13 +203,14 @@ def midpoint(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_t
 
 
 def rk4(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False,
-        cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL):
+        cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL,
+          shift: float = 1.0):
     """Classical RK4, ``nfe / 4`` steps; ``nfe`` must be a multiple of 4."""
     check_nfe(nfe, 4)
     check_x0(x0)
     velocity_fn = guided_velocity(velocity_fn, cfg_scale, null_class, cfg_interval)
     n = nfe // 4
-    ts, x, traj = _grid(n), x0, [x0]
+    ts, x, traj = _grid(n, shift), x0, [x0]
     for i in range(n):
         x = _rk4_step(velocity_fn, x, ts[i], ts[i + 1] - ts[i], y)
         check_finite(x, i, "rk4")
@@ -198,16 +231,26 @@ def _rk4_step(f, x, t, d, y):
 
 
 def ab2(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False,
-        cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL):
-    """Two-step Adams-Bashforth on the uniform grid, Euler first step; ``nfe`` steps."""
+        cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL,
+          shift: float = 1.0):
+    """Two-step Adams-Bashforth, Euler first step; ``nfe`` steps.
+
+    Variable-step form ``x_{i+1} = x_i + D_i (v_i + D_i / (2 D_{i-1}) (v_i - v_{i-1}))`` (the linear
+    extrapolation of the last two velocities, integrated over the step); on the uniform grid it is
+    ``x_i + D (3/2 v_i - 1/2 v_{i-1})``.
+    """
     check_nfe(nfe)
     check_x0(x0)
     velocity_fn = guided_velocity(velocity_fn, cfg_scale, null_class, cfg_interval)
-    ts, x, traj, v_prev = _grid(nfe), x0, [x0], None
+    ts, x, traj, v_prev = _grid(nfe, shift), x0, [x0], None
     for i in range(nfe):
         d = ts[i + 1] - ts[i]
         v = call_checked(velocity_fn, x, _tcol(ts[i], x), y)
-        x = x + d * v if v_prev is None else x + d * (1.5 * v - 0.5 * v_prev)
+        if v_prev is None:
+            x = x + d * v
+        else:
+            c = 0.5 if shift == 1 else d / (2 * (ts[i] - ts[i - 1]))                  # 1/2 on a uniform grid
+            x = x + d * ((1 + c) * v - c * v_prev)
         v_prev = v
         check_finite(x, i, "ab2")
         traj.append(x)
@@ -215,12 +258,13 @@ def ab2(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: 
 
 
 def dpmpp_2m(velocity_fn: Callable, x0: torch.Tensor, nfe: int, y=None, return_traj: bool = False,
-             cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL):
+             cfg_scale: float | None = None, null_class: int | None = None, cfg_interval=CFG_INTERVAL,
+          shift: float = 1.0):
     """DPM-Solver++(2M) in flow form (data prediction, log-SNR ``lambda = log(t/(1-t))``)."""
     check_nfe(nfe)
     check_x0(x0)
     velocity_fn = guided_velocity(velocity_fn, cfg_scale, null_class, cfg_interval)
-    ts, x, traj = _grid(nfe), x0, [x0]
+    ts, x, traj = _grid(nfe, shift), x0, [x0]
 
     def lam(t):
         return math.log(t / (1 - t)) if 0 < t < 1 else (-math.inf if t <= 0 else math.inf)

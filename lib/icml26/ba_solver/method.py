@@ -49,6 +49,7 @@ from .baselines import (
     check_guidance,
     check_nfe,
     check_x0,
+    time_grid,
 )
 from .fields import check_time, draw, drop_labels, fourier_features, mlp, trusted_times, values_checked
 
@@ -203,7 +204,8 @@ def _guide(vals: list, t: float, cfg_scale, cfg_interval) -> torch.Tensor:
 
 def ba_bi_anchor(velocity_fn: Callable, sidenet: Callable, x0: torch.Tensor, nfe: int, y=None,
                  alpha: float = ALPHA_LOBATTO, return_traj: bool = False, cfg_scale: float | None = None,
-                 null_class: int | None = None, cfg_interval: tuple[float, float] = CFG_INTERVAL):
+                 null_class: int | None = None, cfg_interval: tuple[float, float] = CFG_INTERVAL,
+                 shift: float = 1.0):
     """BA-solver, bi-anchor (Algorithm 2): exactly ``nfe`` backbone calls, ``2 nfe - 1`` SideNet calls.
 
     Per step: one batched forward probe at offsets ``(alpha D, (1-alpha) D, D)`` from the start
@@ -216,7 +218,15 @@ def ba_bi_anchor(velocity_fn: Callable, sidenet: Callable, x0: torch.Tensor, nfe
     conditional branch (labels ``y``) and the unconditional branch (``null_class``) at every node,
     the SideNet always on its branch's raw velocity, and every velocity that enters a quadrature
     sum is guided, ``v_u + w (v_c - v_u)``, if its node time lies in ``cfg_interval = [lo, hi)``
-    (book time; the official default, code time ``(0, 0.7]``, is ``[0.3, 1)``). Costs double.
+    (book time; the official default, code time ``(0, 0.7]``, is ``[0.3, 1)``). Both branches are
+    evaluated at *every* anchor and probe, inside the interval or not (a start anchor outside it
+    feeds nodes inside it), so guidance doubles the whole cost: ``2 nfe`` backbone and
+    ``2 (4 nfe - 1)`` SideNet evaluations per sample. The guided baselines pay the second branch only
+    at evaluations inside the interval.
+
+    ``shift`` sets the time grid (:func:`~icml26.ba_solver.baselines.time_grid`; 1 = uniform). With a
+    zero SideNet the sampler is AB2 on the uniform grid (property P2); on a shifted grid it is another
+    two-step recursion, not the variable-step AB2.
     """
     check_nfe(nfe)
     check_x0(x0)
@@ -226,7 +236,7 @@ def ba_bi_anchor(velocity_fn: Callable, sidenet: Callable, x0: torch.Tensor, nfe
     def g(vals, t):
         return _guide(vals, t, cfg_scale, cfg_interval)
 
-    ts = [i / nfe for i in range(nfe + 1)]
+    ts = time_grid(nfe, shift)
     x, traj = x0, [x0]
     with trusted_times():                                                           # grid times are valid
         vs = [call_checked(velocity_fn, x, _tcol(0.0, x), yb) for yb in ys]        # backbone call 1 (per branch)
@@ -258,13 +268,14 @@ def ba_bi_anchor(velocity_fn: Callable, sidenet: Callable, x0: torch.Tensor, nfe
 
 def ba_single_anchor(velocity_fn: Callable, sidenet: Callable, x0: torch.Tensor, nfe: int, y=None,
                      nodes: int = 2, return_traj: bool = False, cfg_scale: float | None = None,
-                     null_class: int | None = None, cfg_interval: tuple[float, float] = CFG_INTERVAL):
+                     null_class: int | None = None, cfg_interval: tuple[float, float] = CFG_INTERVAL,
+                     shift: float = 1.0):
     """Single-anchor variant (Algorithm 3): ``x <- x + D sum_k w_k (v + S(x, v, t, c_k D))``.
 
     Gauss-Legendre nodes ``c_k`` on ``[0, 1]``; every interior velocity is extrapolated from the
     start anchor. One backbone and one (batched) SideNet call per step. With ``cfg_scale`` the
     guidance decision is made once per step at its start time (as in the official sampler), and
-    outside ``cfg_interval`` only the conditional branch is evaluated.
+    outside ``cfg_interval`` only the conditional branch is evaluated. ``shift`` sets the time grid.
     """
     check_nfe(nfe)
     check_x0(x0)
@@ -272,7 +283,7 @@ def ba_single_anchor(velocity_fn: Callable, sidenet: Callable, x0: torch.Tensor,
         raise ValueError(f"nodes must be an int in 1..5, got {nodes!r}")
     ys_all = _branches(y, cfg_scale, null_class, cfg_interval)
     c, w = gauss_legendre(nodes)
-    ts = [i / nfe for i in range(nfe + 1)]
+    ts = time_grid(nfe, shift)
     x, traj = x0, [x0]
     with trusted_times():
         for i in range(nfe):

@@ -1,7 +1,9 @@
 """Scale presets of the BA-solver chapter (one frozen dataclass per notebook).
 
 ``smoke`` only checks that code paths execute (numbers not meaningful); ``book`` fits a laptop
-CPU (measured, one thread); ``gpu`` is sized for one GPU. Deviations from the official training
+CPU (measured, one thread): every notebook trains five SideNets (one per comparison seed), so the
+book SideNets are shorter (2000 steps in NB1 and NB2, 1500 in NB3) than one SideNet per notebook
+could afford; ``gpu`` is sized for one GPU. Deviations from the official training
 defaults (lr 1e-4, EMA 0.9996, 300k steps) are forced by the budget: the book trains a tiny MLP
 for ~10^3 steps, so it uses a larger learning rate and a shorter EMA.
 """
@@ -59,11 +61,18 @@ class LearnedPreset:
     ablation_steps: int            # SideNet steps per ablation variant (NB2; 0 where unused)
     ref_steps: int                 # float64 RK4 steps of the reference solution
     n_boot: int = 50               # bootstrap resamples for the noise of the reference level
+    n_val: int = 512               # validation noise draws the solvers' grids are tuned on
 
     def dry_run(self) -> LearnedPreset:
         """Loop counts cut (training steps, NFE grid, reference steps); widths, batches and sizes kept."""
         return replace(self, backbone_steps=3, side_steps=3, ablation_steps=min(self.ablation_steps, 3),
                        nfes=self.nfes[:3], ref_steps=8, n_boot=2)
+
+
+SHIFTS = tuple(round(2 ** (k / 2), 3) for k in range(-4, 4))
+"""Time-grid shifts every solver is tuned over (:func:`~icml26.ba_solver.baselines.time_grid`):
+0.25 ... 2.83 in steps of sqrt(2); 1 is the uniform grid. (A grid ending at 0.5 left the digits'
+best shifts on its lower edge.)"""
 
 
 @dataclass(frozen=True)
@@ -72,15 +81,20 @@ class BAPreset:
     nb1: NB1Preset
     nb2: LearnedPreset
     nb3: LearnedPreset
+    seeds: tuple[int, ...] = (1, 2, 3, 4, 5)   # paired seeds of the solver comparisons (one SideNet each)
+    val_seed: int = 100                       # seed of the validation noise the grids are tuned on (disjoint)
+    shifts: tuple[float, ...] = SHIFTS        # the time-grid values every solver is tuned over
 
     def dry_run(self) -> BAPreset:
-        """Every notebook's preset through its own ``dry_run`` (for ``ICML26_DRY=1`` at the gpu scale)."""
-        return replace(self, nb1=self.nb1.dry_run(), nb2=self.nb2.dry_run(), nb3=self.nb3.dry_run())
+        """Every notebook's preset through its own ``dry_run`` (for ``ICML26_DRY=1`` at the gpu scale);
+        two seeds and three grid values."""
+        return replace(self, nb1=self.nb1.dry_run(), nb2=self.nb2.dry_run(), nb3=self.nb3.dry_run(),
+                       seeds=self.seeds[:2], shifts=(0.707, 1.0, 1.414))
 
 
 PRESETS = {
     "smoke": BAPreset(
-        seed=0,
+        seed=0, seeds=(1, 2), shifts=(0.707, 1.0, 1.414),
         nb1=NB1Preset(n_eval=256, nfes=(3, 5, 10), oracle_points=48, oracle_nfes=(4, 8, 16), oracle_substeps=8,
                       probe_points=64, side_hidden=64, side_depth=2, side_steps=60, side_batch=128, chain_steps=4, lr=2e-3,
                       ema_decay=0.99, ablation_steps=60),
@@ -96,14 +110,14 @@ PRESETS = {
     "book": BAPreset(
         seed=0,
         nb1=NB1Preset(n_eval=2000, nfes=(3, 4, 5, 6, 8, 10, 16), oracle_points=200, oracle_nfes=(4, 6, 8, 12, 16),
-                      oracle_substeps=16, probe_points=256, side_hidden=128, side_depth=3, side_steps=3000,
-                      side_batch=128, chain_steps=4, lr=2e-3, ema_decay=0.999, ablation_steps=3000),
+                      oracle_substeps=16, probe_points=256, side_hidden=128, side_depth=3, side_steps=2000,
+                      side_batch=128, chain_steps=4, lr=2e-3, ema_decay=0.999, ablation_steps=2000),
         nb2=LearnedPreset(backbone_hidden=128, backbone_depth=4, backbone_steps=2500, backbone_batch=512,
                           backbone_lr=2e-3, side_hidden=64, side_depth=2, side_steps=2000, side_batch=128,
                           chain_steps=4, lr=2e-3, ema_decay=0.999, n_eval=2000, nfes=(3, 5, 10), ablation_steps=2000,
                           ref_steps=128),
         nb3=LearnedPreset(backbone_hidden=256, backbone_depth=3, backbone_steps=2500, backbone_batch=256,
-                          backbone_lr=2e-3, side_hidden=64, side_depth=2, side_steps=2500, side_batch=128,
+                          backbone_lr=2e-3, side_hidden=64, side_depth=2, side_steps=1500, side_batch=128,
                           chain_steps=4, lr=2e-3, ema_decay=0.999, n_eval=1797, nfes=(3, 5, 10), ablation_steps=0,
                           ref_steps=64),
     ),

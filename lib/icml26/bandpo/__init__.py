@@ -5,17 +5,30 @@ of ratios reachable inside an f-divergence ball; BandPO uses it in place of PPO'
 interval. Baselines (Clip, Clip-Higher, DCPO) are bound rules with the same signature.
 """
 
-from .baselines import BOUND_RULES, clip_bounds, dcpo_bounds, make_bound_fn, no_clip_bounds, split_bounds
+from .baselines import (
+    BOUND_RULES,
+    BandRule,
+    clip_bounds,
+    dcpo_bounds,
+    evaluate_rules,
+    make_bound_fn,
+    no_clip_bounds,
+    split_bounds,
+)
 from .envs import ChainPolicy, HeadTailBandit, TokenChainTask
 from .experiments import (
     BIN_LABELS,
     CLIP_ROWS,
     P_BINS,
+    RUN_STATS,
+    TUNED_FAMILIES,
     ablation_rules,
     bandit_kwargs,
     bandit_methods,
+    bandit_rule,
     bandit_summary,
     clip_table,
+    config_label,
     entropy_window,
     paired_gain,
     parity_experiment,
@@ -23,10 +36,14 @@ from .experiments import (
     rearrangement_check,
     regime_rules,
     run_bandit,
+    run_score,
     run_token,
+    sweep_bandit,
+    sweep_frame,
     token_kwargs,
     train_bandit,
     train_token_policy,
+    validation_score,
     warm_start,
 )
 from .method import (
@@ -55,5 +72,6 @@ __all__ = [
     "clip_table", "clipped_surrogate_loss", "dcpo_bounds", "grpo_advantages", "make_bound_fn",
     "p_min_for", "parity_experiment", "preset", "probability_margins", "quadratic_band",
     "random_old_distribution", "rearrangement_check", "run_bandit", "run_token", "train_bandit",
-    "train_token_policy", "warm_start",
+    "train_token_policy", "warm_start", "BandRule", "RUN_STATS", "TUNED_FAMILIES", "bandit_rule", "config_label",
+    "evaluate_rules", "run_score", "sweep_bandit", "sweep_frame", "validation_score",
 ]

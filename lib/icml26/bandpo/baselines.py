@@ -16,12 +16,12 @@ upwards: the "tail bottleneck" that BandPO removes.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
 
-from .method import _check_p, band_bounds
+from .method import _band, _check_delta, _check_p, _divergence, band_bounds
 
 
 def _check_eps(eps_low, eps_high) -> None:
@@ -68,6 +68,60 @@ def split_bounds(lower: Callable[[Tensor], tuple[Tensor, Tensor]],
     return lambda p: (lower(p)[0], upper(p)[1])
 
 
+class BandRule:
+    """The Band bound rule ``p -> band_bounds(p, delta, divergence, **options)``, callable like every
+    other rule. It keeps its radius, so that :func:`evaluate_rules` can compute the bounds of many
+    radii of one divergence in a single batched call (a radius sweep costs one bisection, not one
+    per radius)."""
+
+    def __init__(self, divergence: str = "kl", delta: float = 0.05, **options):
+        self.divergence = _divergence(divergence).name
+        self.delta = _check_delta(delta)
+        self.options = options
+
+    def __call__(self, p) -> tuple[Tensor, Tensor]:
+        return band_bounds(p, self.delta, self.divergence, **self.options)
+
+    def __repr__(self) -> str:
+        opts = "".join(f", {k}={v!r}" for k, v in self.options.items())
+        return f"BandRule({self.divergence!r}, delta={self.delta:g}{opts})"
+
+
+def evaluate_rules(rules: Sequence[Callable], ps: Sequence[Tensor]) -> list[tuple[Tensor, Tensor]]:
+    """``[rule(p) for rule, p in zip(rules, ps)]``, with every :class:`BandRule` of the same
+    divergence and options evaluated in one call (a tensor of radii, one per element)."""
+    if len(rules) != len(ps):
+        raise ValueError(f"ps: one tensor per rule ({len(rules)}), got {len(ps)}")
+    out: list = [None] * len(rules)
+    groups: dict[tuple, list[int]] = {}
+    for i, rule in enumerate(rules):
+        if isinstance(rule, BandRule):
+            groups.setdefault((rule.divergence, tuple(sorted(rule.options.items(), key=repr))), []).append(i)
+        else:
+            out[i] = rule(ps[i])
+    for members in groups.values():
+        if len(members) == 1:
+            out[members[0]] = rules[members[0]](ps[members[0]])
+            continue
+        first = rules[members[0]]
+        if set(first.options) - {"ratio_cap", "relax", "max_iter", "method"}:
+            for i in members:  # options band_bounds would reject: let it say so
+                out[i] = rules[i](ps[i])
+            continue
+        p = _check_p(torch.cat([ps[i].reshape(-1) for i in members]))
+        delta = torch.cat([torch.full((ps[i].numel(),), rules[i].delta, dtype=p.dtype, device=p.device)
+                           for i in members])
+        first(p[:1])  # checks the shared options exactly as band_bounds does
+        opts = first.options
+        use_closed = _divergence(first.divergence).has_closed_form and opts.get("method", "auto") != "bisect"
+        lo, hi = _band(_divergence(first.divergence), p, delta, use_closed, opts.get("max_iter", 60),
+                       opts.get("ratio_cap", 10.0), opts.get("relax"))
+        sizes = [ps[i].numel() for i in members]
+        for i, lo_i, hi_i in zip(members, lo.split(sizes), hi.split(sizes)):
+            out[i] = (lo_i.reshape(ps[i].shape), hi_i.reshape(ps[i].shape))
+    return out
+
+
 BOUND_RULES = ("clip", "clip_higher", "dcpo", "band_kl", "band_tv", "band_chi2", "band_hellinger",
                "band_reverse_kl", "band_neyman_chi2", "band_kl_relax", "none")
 
@@ -96,7 +150,7 @@ def make_bound_fn(name: str, **kw) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
         return lambda p: dcpo_bounds(p, **args)
     if name == "band_kl_relax":
         args = {"delta": 0.05, "ratio_cap": 10.0, "relax": (0.2, 0.28), **kw}
-        return lambda p: band_bounds(p, divergence="kl", **args)
+        return BandRule("kl", **args)
     divergence = name[len("band_"):]
     args = {"delta": 0.05, "ratio_cap": 10.0, **kw}
-    return lambda p: band_bounds(p, divergence=divergence, **args)
+    return BandRule(divergence, **args)

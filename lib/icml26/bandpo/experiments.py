@@ -11,15 +11,16 @@ steps on the clipped surrogate. Bounds can only bind from the second inner step 
 from __future__ import annotations
 
 import copy
+import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .baselines import make_bound_fn, split_bounds
+from .baselines import evaluate_rules, make_bound_fn, split_bounds
 from .envs import HeadTailBandit, TokenChainTask, _check_pos_int
 from .method import (
     DIVERGENCES,
@@ -67,7 +68,7 @@ def _clip_counts(p_old: torch.Tensor, up: torch.Tensor, down: torch.Tensor, adv:
 
 
 def train_bandit(env: HeadTailBandit, bound_fn: BoundFn | Sequence[BoundFn], iters: int = 150, group_size: int = 16,
-                 inner_steps: int = 8, lr: float = 0.1, seed: int | Sequence[int] = 0,
+                 inner_steps: int = 8, lr: float | Sequence[float] = 0.1, seed: int | Sequence[int] = 0,
                  dual_clip: float | None = None):
     """GRPO on tabular logits ``[C, K]`` with per-sample bounds from ``bound_fn(p_old)``.
 
@@ -78,7 +79,9 @@ def train_bandit(env: HeadTailBandit, bound_fn: BoundFn | Sequence[BoundFn], ite
     is the sum of the replicas' losses, so each replica gets exactly its own gradient and, Adam being
     element-wise, follows the same trajectory as a run on its own) and every output gains a leading
     axis ``S``. ``bound_fn`` may also be a list of ``R`` rules: then the ``R x S`` (rule, seed) pairs
-    are all replicas of the same batched run and a list of ``R`` result dicts is returned.
+    are all replicas of the same batched run and a list of ``R`` result dicts is returned. ``lr`` may
+    then be a list of ``R`` learning rates, one per rule (each rule's replicas are a separate Adam
+    parameter group; Adam being element-wise, a replica follows the trajectory of a run on its own).
 
     Returns per-iteration arrays (index 0 = initial policy): ``reward`` (exact expected reward),
     ``entropy``, ``tail_prob``, ``head_prob`` ``[iters + 1]``; ``clip`` ``[iters, 5, n_bins]`` (rows
@@ -91,12 +94,16 @@ def train_bandit(env: HeadTailBandit, bound_fn: BoundFn | Sequence[BoundFn], ite
     iters = _check_pos_int(iters, "iters")
     group_size = _check_pos_int(group_size, "group_size", minimum=2)
     inner_steps = _check_pos_int(inner_steps, "inner_steps")
-    if not lr > 0:
-        raise ValueError(f"lr must be > 0, got {lr}")
     many = isinstance(bound_fn, (list, tuple))
     rules = list(bound_fn) if many else [bound_fn]
     if not rules or not all(callable(r) for r in rules):
         raise TypeError("bound_fn must be a bound rule p -> (lo, hi) or a non-empty list of them")
+    lrs = list(lr) if isinstance(lr, (list, tuple, np.ndarray)) else [lr] * len(rules)
+    if len(lrs) != len(rules):
+        raise ValueError(f"lr must be a number or a list of one learning rate per rule ({len(rules)}), got {len(lrs)}")
+    for v in lrs:
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.floating)) or not (math.isfinite(v) and v > 0):
+            raise ValueError(f"lr must be finite and > 0, got {v!r}")
     single = isinstance(seed, (int, np.integer))
     seeds = [int(seed)] if single else [int(s) for s in seed]
     if not seeds:
@@ -106,14 +113,23 @@ def train_bandit(env: HeadTailBandit, bound_fn: BoundFn | Sequence[BoundFn], ite
     N = R * S  # replicas, rule-major: replica r * S + s runs rule r on seed s
     gens = [torch.Generator(device=dev).manual_seed(s) for _ in rules for s in seeds]
     init = [env.init_logits()] if single else [env.init_logits(seed=s) for s in seeds]
-    logits = torch.nn.Parameter(torch.stack(init * R))  # [N, C, K]
-    opt = torch.optim.Adam([logits], lr=lr, betas=(0.9, 0.999))
+    init = torch.stack(init)  # [S, C, K]
+    if len(set(lrs)) == 1:  # one parameter tensor [N, C, K]
+        params = [torch.nn.Parameter(torch.cat([init] * R))]
+        opt = torch.optim.Adam(params, lr=float(lrs[0]), betas=(0.9, 0.999))
+    else:  # one parameter group per rule, each [S, C, K]
+        params = [torch.nn.Parameter(init.clone()) for _ in rules]
+        opt = torch.optim.Adam([{"params": [q], "lr": float(v)} for q, v in zip(params, lrs)], betas=(0.9, 0.999))
+
+    def stacked() -> torch.Tensor:  # the replicas' logits [N, C, K], rule-major
+        return params[0] if len(params) == 1 else torch.cat(params)
+
     hist = {k: np.zeros((N, iters + 1)) for k in ("reward", "entropy", "tail_prob", "head_prob")}
     clip = np.zeros((N, iters, len(CLIP_ROWS), len(P_BINS) - 1))
 
     def record(i: int) -> None:
         with torch.no_grad():
-            logq = torch.log_softmax(logits, -1)  # [N, C, K]
+            logq = torch.log_softmax(stacked(), -1)  # [N, C, K]
             q = logq.exp()
             hist["reward"][:, i] = env.expected_reward(q).mean(-1).cpu().numpy()
             hist["entropy"][:, i] = (-(q * logq).sum(-1)).mean(-1).cpu().numpy()
@@ -122,19 +138,19 @@ def train_bandit(env: HeadTailBandit, bound_fn: BoundFn | Sequence[BoundFn], ite
 
     def bounds(p_old: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # per-sample bounds of each rule on its own replicas; a rule is elementwise in p, so it is
-        # evaluated once per distinct old probability (a group repeats actions) and scattered back
+        # evaluated once per distinct old probability (a group repeats actions) and scattered back;
+        # Band rules of one divergence share one batched call (evaluate_rules)
         lo, hi = torch.empty_like(p_old), torch.empty_like(p_old)
-        for r, rule in enumerate(rules):
-            p_uniq, inv = torch.unique(p_old[r * S:(r + 1) * S], return_inverse=True)
-            lo_u, hi_u = rule(p_uniq)
-            lo[r * S:(r + 1) * S], hi[r * S:(r + 1) * S] = lo_u[inv], hi_u[inv]
+        uniq = [torch.unique(p_old[r * S:(r + 1) * S], return_inverse=True) for r in range(R)]
+        for r, (lo_u, hi_u) in enumerate(evaluate_rules(rules, [u for u, _ in uniq])):
+            lo[r * S:(r + 1) * S], hi[r * S:(r + 1) * S] = lo_u[uniq[r][1]], hi_u[uniq[r][1]]
         return lo, hi
 
     record(0)
     for it in range(iters):
         with torch.no_grad():  # rollout with pi_old
-            logp_all_old = torch.log_softmax(logits, -1)  # [N, C, K]
-            u = torch.stack([torch.rand(C, G, generator=g, device=dev, dtype=logits.dtype) for g in gens])
+            logp_all_old = torch.log_softmax(stacked(), -1)  # [N, C, K]
+            u = torch.stack([torch.rand(C, G, generator=g, device=dev, dtype=init.dtype) for g in gens])
             cdf = logp_all_old.exp().cumsum(-1)  # [N, C, K]
             actions = torch.searchsorted(cdf, u).clamp(max=env.n_actions - 1)  # inverse CDF   [N, C, G]
             rewards = torch.stack([env.sample_rewards(actions[n], g) for n, g in enumerate(gens)])
@@ -142,7 +158,7 @@ def train_bandit(env: HeadTailBandit, bound_fn: BoundFn | Sequence[BoundFn], ite
             logp_old = logp_all_old.gather(2, actions).reshape(N, C * G)  # [N, C*G]
             lo, hi = bounds(logp_old.exp())  # once per rollout batch
         for _ in range(inner_steps):
-            logp = torch.log_softmax(logits, -1).gather(2, actions).reshape(N, C * G)
+            logp = torch.log_softmax(stacked(), -1).gather(2, actions).reshape(N, C * G)
             # rows = replicas: seq-mean-token-mean = mean over replicas of each one's token mean
             loss, stats = clipped_surrogate_loss(logp, logp_old, adv, lo, hi, dual_clip=dual_clip,
                                                  agg="seq-mean-token-mean")
@@ -151,7 +167,7 @@ def train_bandit(env: HeadTailBandit, bound_fn: BoundFn | Sequence[BoundFn], ite
             opt.step()
         clip[:, it] = _clip_counts(logp_old.exp(), stats["clipped_up"], stats["clipped_down"], adv)
         record(it + 1)
-    out = {**hist, "clip": clip, "logits": logits.detach().cpu().numpy()}
+    out = {**hist, "clip": clip, "logits": stacked().detach().cpu().numpy()}
     per_rule = [{k: v[r * S:(r + 1) * S] for k, v in out.items()} for r in range(R)]
     if single:
         per_rule = [{k: v[0] for k, v in d.items()} for d in per_rule]
@@ -167,17 +183,107 @@ def bandit_methods(delta: float = 0.05) -> dict[str, BoundFn]:
 
 
 def run_bandit(methods: dict[str, BoundFn], seeds: Sequence[int], *, n_contexts: int = 64, n_actions: int = 16,
-               iters: int = 150, group_size: int = 16, inner_steps: int = 8, lr: float = 0.1,
+               iters: int = 150, group_size: int = 16, inner_steps: int = 8, lr: float | Mapping[str, float] = 0.1,
                dual_clip: float | None = 10.0, device="cpu", progress: bool = True) -> dict[str, dict[str, np.ndarray]]:
     """Train every method on every seed ((method, seed) pairs as replicas of one batched run; the
-    same initial logits and random numbers for every method: common random numbers). ``progress`` is
+    same initial logits and random numbers for every method: common random numbers). ``lr``: one
+    learning rate, or ``{method: lr}`` (each method's tuned value). ``progress`` is
     kept for API compatibility (one batched run has nothing to count). ``dual_clip``: the dual-clip
     constant (10 as in the official recipes; ``None`` turns it off).
     Returns ``{method: {metric: array [n_seeds, ...]}}``."""
+    if isinstance(lr, Mapping):
+        if set(lr) != set(methods):
+            raise ValueError(f"lr: give one learning rate per method {sorted(methods)}, got {sorted(lr)}")
+        lr = [lr[m] for m in methods]
     env = HeadTailBandit(n_contexts=n_contexts, n_actions=n_actions, device=device)
     res = train_bandit(env, list(methods.values()), iters=iters, group_size=group_size, inner_steps=inner_steps,
                        lr=lr, seed=list(seeds), dual_clip=dual_clip)  # every (rule, seed) pair: one batched run
     return dict(zip(methods, res))
+
+
+# the families tuned in notebook 2: label -> (rule of make_bound_fn, its knob in a configuration)
+TUNED_FAMILIES = {"Band-KL": ("band_kl", "delta"), "Clip": ("clip", "eps"), "no clipping": ("none", None)}
+
+
+def bandit_rule(family: str, config: Mapping) -> BoundFn:
+    """The bound rule of a tuned family at one configuration (its ``lr`` entry is ignored):
+    ``"Band-KL"`` at radius ``config["delta"]``, ``"Clip"`` at ``[1 - eps, 1 + eps]`` with
+    ``config["eps"]``, ``"no clipping"`` (no knob)."""
+    if family not in TUNED_FAMILIES:
+        raise ValueError(f"family must be one of {list(TUNED_FAMILIES)}, got {family!r}")
+    rule, knob = TUNED_FAMILIES[family]
+    if knob is None:
+        return make_bound_fn(rule)
+    if knob not in config:
+        raise ValueError(f"config: {family} needs {knob!r}, got {dict(config)}")
+    v = float(config[knob])
+    return make_bound_fn(rule, delta=v) if knob == "delta" else make_bound_fn(rule, eps_low=v, eps_high=v)
+
+
+def config_label(family: str, config: Mapping) -> str:
+    """``"Band-KL delta=0.01 lr=0.1"``: one run's name in a sweep."""
+    return " ".join([family] + [f"{k}={v:g}" for k, v in config.items()])
+
+
+def sweep_bandit(grids: Mapping[str, object], seeds: Sequence[int], **kw) -> dict[str, list[tuple[dict, dict]]]:
+    """Train every configuration of every family's grid (:class:`icml26.core.compare.Grid` with an
+    ``lr`` axis and the family's knob, see :data:`TUNED_FAMILIES`) on ``seeds``, all of them
+    replicas of one batched run (each configuration with its own learning rate, every seed with the
+    same initial logits and random numbers for every configuration).
+
+    Used on *validation* seeds to tune (:func:`validation_score`). ``kw``: as for :func:`run_bandit`
+    (without ``lr``). Returns ``{family: [(config, run), ...]}`` in the grid's order, ``run`` as in
+    :func:`run_bandit`."""
+    if "lr" in kw:
+        raise ValueError("lr: the learning rate is an axis of each grid, not a keyword")
+    rules, lrs, keys = {}, {}, []
+    for family, grid in grids.items():
+        for config in grid.configs():
+            if "lr" not in config:
+                raise ValueError(f"grids: {family}'s grid needs an 'lr' axis, got {list(config)}")
+            name = config_label(family, config)
+            rules[name], lrs[name] = bandit_rule(family, config), float(config["lr"])
+            keys.append((family, config, name))
+    runs = run_bandit(rules, seeds, lr=lrs, **kw)
+    out: dict[str, list[tuple[dict, dict]]] = {f: [] for f in grids}
+    for family, config, name in keys:
+        out[family].append((config, runs[name]))
+    return out
+
+
+RUN_STATS = ("final", "mean")
+
+
+def run_score(run: dict[str, np.ndarray], key: str = "reward", stat: str = "final") -> np.ndarray:
+    """One number per seed of a run: the ``"final"`` value of ``key`` (after the last iteration) or
+    its ``"mean"`` over iterations 1, ..., iters (the area under the learning curve per iteration:
+    how fast a rule learns, which still ranks rules that all end at the optimum)."""
+    if stat not in RUN_STATS:
+        raise ValueError(f"stat must be one of {RUN_STATS}, got {stat!r}")
+    x = run[key]
+    return x[:, -1] if stat == "final" else x[:, 1:].mean(axis=1)
+
+
+def validation_score(sweep: list[tuple[dict, dict]], key: str = "reward", stat: str = "final") -> Callable[[dict], float]:
+    """``evaluate(config)`` for :func:`icml26.core.compare.tune`: :func:`run_score` of that
+    configuration's sweep run, averaged over the (validation) seeds it was trained on."""
+    table = {tuple(sorted(c.items())): float(run_score(r, key, stat).mean()) for c, r in sweep}
+    return lambda config: table[tuple(sorted(config.items()))]
+
+
+def sweep_frame(sweeps: Mapping[str, list[tuple[dict, dict]]], early: int = 5) -> pd.DataFrame:
+    """One row per (family, configuration) of :func:`sweep_bandit`: final expected reward (mean over
+    the seeds) and its standard deviation, the mean reward over the run (:func:`run_score`), and the
+    entropy at iteration ``early`` (mean over seeds)."""
+    rows = []
+    for family, runs in sweeps.items():
+        for config, r in runs:
+            if not 0 <= early < r["entropy"].shape[1]:
+                raise ValueError(f"early must be an iteration in 0..{r['entropy'].shape[1] - 1}, got {early}")
+            rows.append({"method": family, **config, "final reward": r["reward"][:, -1].mean(),
+                         "std": r["reward"][:, -1].std(), "mean reward": run_score(r, stat="mean").mean(),
+                         f"entropy @ {early}": r["entropy"][:, early].mean()})
+    return pd.DataFrame(rows)
 
 
 def ablation_rules(deltas: Sequence[float] = (0.01, 0.02, 0.1, 0.2),

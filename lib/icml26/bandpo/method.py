@@ -345,10 +345,17 @@ def band_bounds(p, delta: float, divergence: str = "kl", *, method: str = "auto"
         if not (0 <= relax[0] < 1) or relax[1] < 0:
             raise ValueError(f"relax must satisfy 0 <= eps_low < 1 and eps_high >= 0, got {relax!r}")
     p = _check_p(p)
+    return _band(div, p, delta, div.has_closed_form and method != "bisect", max_iter, ratio_cap, relax)
+
+
+def _band(div: Divergence, p: Tensor, delta: float | Tensor, use_closed: bool, max_iter: int,
+          ratio_cap: float | None, relax: tuple[float, float] | None) -> tuple[Tensor, Tensor]:
+    """The body of :func:`band_bounds` on checked arguments. ``delta`` may also be a tensor of the
+    shape of ``p`` (one radius per element: several rules evaluated in one batched call, see
+    :func:`icml26.bandpo.baselines.evaluate_rules`); every step is element-wise."""
     pm = p_min_for(p.dtype)
     with torch.no_grad():
         q = p.detach().clamp(pm, 1.0 - pm)
-        use_closed = div.has_closed_form and method != "bisect"
         lo, hi = _closed_form(div.name, q, delta) if use_closed else _bisect(div, q, delta, max_iter)
         if relax is not None:  # union with a fixed clip interval (ablation "relax")
             lo = torch.minimum(lo, torch.full_like(lo, 1.0 - relax[0]))

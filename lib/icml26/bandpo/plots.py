@@ -167,3 +167,33 @@ def plot_clip_bins(table: pd.DataFrame, methods: list[str]):
     fig.tight_layout()
     legend_below(fig, axes[0], ncol=len(methods))
     return fig
+
+
+
+def plot_tuning(frame: pd.DataFrame, chosen: dict, metrics: dict, knobs: dict | None = None):
+    """Validation scores of each tuned family over its knob (log axis), one line per learning rate, one
+    row of panels per score; a ring marks the configuration :func:`icml26.core.compare.tune` chose for
+    that score. ``frame``: one row per configuration with columns ``method``, ``lr``, the knob and the
+    scores; ``metrics``: ``{column: y label}``; ``chosen``: ``{column: {method: best config}}``;
+    ``knobs``: ``{method: knob column}`` (default Band-KL: delta, Clip: eps)."""
+    knobs = knobs or {"Band-KL": "delta", "Clip": "eps"}
+    fig, axes = plt.subplots(len(metrics), len(knobs), figsize=(WIDTH, 2.4 * len(metrics) + 0.4), sharex="col",
+                             sharey="row", squeeze=False)
+    lrs = sorted(frame["lr"][frame["method"].isin(list(knobs))].unique())
+    colors = method_colors([f"lr {lr:g}" for lr in lrs])
+    for row, (metric, ylabel) in zip(axes, metrics.items()):
+        for ax, (method, knob) in zip(row, knobs.items()):
+            sub = frame[frame["method"] == method]
+            for lr in lrs:
+                line = sub[sub["lr"] == lr].sort_values(knob)
+                ax.plot(line[knob], line[metric], marker="o", ms=3, color=colors[f"lr {lr:g}"], label=f"lr {lr:g}")
+            best = chosen[metric][method]
+            pick = sub[(sub["lr"] == best["lr"]) & (sub[knob] == best[knob])]
+            ax.plot(pick[knob], pick[metric], marker="o", ms=10, mfc="none", mec="k", ls="none", label="chosen")
+            ax.set_xscale("log")
+        row[0].set_ylabel(ylabel)
+    for ax, (method, knob) in zip(axes[-1], knobs.items()):
+        ax.set_xlabel(f"{method}: {knob}")
+    fig.tight_layout()
+    legend_below(fig, axes[-1][0], ncol=len(lrs) + 1)
+    return fig

@@ -37,15 +37,35 @@ class BanditPreset:
     inner_steps: int = 8  # with lr 0.1: the regime in which the bound rules differ (see notebook 2)
     lr: float = 0.1
     dual_clip: float | None = 10.0  # the official recipes' dual-clip constant
-    deltas: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2)
-    epsilons: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3)  # Clip's sweep, as wide as the delta sweep
+    # tuning grids (notebook 2): Band-KL and Clip get the same lr axis and knob axes of one length (equal
+    # budgets); no clipping, whose only knob is the lr, its own lr axis (its best lr is far smaller).
+    # Scored on validation seeds val_seed, val_seed + 1, ... (disjoint from the test seeds 0, 1, ...)
+    lrs: tuple[float, ...] = (0.1, 0.2, 0.4, 0.8)
+    deltas: tuple[float, ...] = (0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
+    epsilons: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2)
+    no_clip_lrs: tuple[float, ...] = (0.00625, 0.0125, 0.025, 0.05, 0.1, 0.2)
+    val_seed: int = 1000
+    n_val_seeds: int = 5
     gentle: tuple[tuple[int, float], ...] = ((4, 0.1), (8, 0.05))  # (inner_steps, lr) of the regime control
     early_iters: int = 30  # window of the clip diagnostics
     control_iters: int = 20  # iterations of the inner_steps = 1 control
 
+    def __post_init__(self):
+        if len(self.deltas) != len(self.epsilons):
+            raise ValueError(f"deltas and epsilons: equal tuning budgets need grids of one length, got "
+                             f"{len(self.deltas)} and {len(self.epsilons)}")
+        if self.lr not in self.lrs or 0.05 not in self.deltas or not {0.05, 0.2} <= set(self.epsilons):
+            raise ValueError("lrs, deltas, epsilons: the grids must hold the recipe points notebook 2 reads "
+                             f"(lr {self.lr}, delta 0.05, eps 0.05 and 0.2)")
+        if self.val_seed < self.seed + self.n_seeds:
+            raise ValueError(f"val_seed: validation seeds must follow the test seeds {self.seed}..."
+                             f"{self.seed + self.n_seeds - 1}, got {self.val_seed}")
+
     def dry_run(self) -> BanditPreset:
-        """Loop counts cut (seeds, iterations), sizes kept (contexts, actions, group, inner steps)."""
-        return replace(self, n_seeds=2, iters=6, early_iters=3, control_iters=2)  # iters > 5: entropy @ 5
+        """Loop counts cut (seeds, iterations, grid lengths), sizes kept (contexts, actions, group,
+        inner steps)."""
+        return replace(self, n_seeds=2, iters=6, early_iters=3, control_iters=2, n_val_seeds=1,  # iters > 5: entropy @ 5
+                       lrs=(self.lr,), deltas=(0.01, 0.05), epsilons=(0.05, 0.2), no_clip_lrs=(self.lr,))
 
 
 @dataclass(frozen=True)
@@ -92,7 +112,8 @@ class ChapterPresets:
 PRESETS = {
     "smoke": ChapterPresets(
         OperatorPreset(n_parity=4, n_grid=199, n_timing_tokens=10_000, n_map=12),
-        BanditPreset(n_seeds=2, iters=10, control_iters=3, early_iters=5),
+        BanditPreset(n_seeds=2, iters=10, control_iters=3, early_iters=5, lrs=(0.1, 0.2), deltas=(0.01, 0.05),
+                     epsilons=(0.05, 0.2), no_clip_lrs=(0.05, 0.1), n_val_seeds=1),
         TokenPreset(n_seeds=1, iters=20, warm_steps=150, eval_every=5),
     ),
     "book": ChapterPresets(OperatorPreset(), BanditPreset(), TokenPreset()),

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from ..core.scale import DRY_ENV, SCALES
 from .checks import check_notebook, nbval
-from .execute import execute_one, run, summary_table
+from .execute import execute_one, one_line, run, summary_table
 from .site import build
-from .sources import BookError, find_root, select
+from .sources import BookError, find_root, select, source_problems
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,6 +64,22 @@ def _parser() -> argparse.ArgumentParser:
             cmd.add_argument("--dry", action="store_true",
                              help=f"with --scale gpu: a dry run ({DRY_ENV}=1: loop counts cut, no claim "
                                   "asserted), executed into _build/executed/gpu-dry")
+    student = sub.add_parser("student", help="write the student edition (solutions removed, nbgrader format)")
+    student.add_argument("--chapter", action="append", help="a chapter slug; repeatable (default: every chapter)")
+    student.add_argument("--out", type=Path, help="output folder (default: _build/student)")
+    student.add_argument("--scale", type=_scale, help="SCALE of the parameters cells (default: the sources')")
+    check = sub.add_parser("verify", help="run a chapter and compare its claims with the book's published ledger")
+    check.add_argument("--chapter", action="append", help="a chapter slug; repeatable (default: every chapter)")
+    check.add_argument("--scale", type=_scale, default=os.environ.get("ICML26_SCALE") or "book")
+    check.add_argument("--against", metavar="PATH_OR_URL_DIR",
+                       help="folder or URL holding <scale>/<chapter>.json (the site's _static/ledger); "
+                            "default: the copy shipped with the package")
+    check.add_argument("--out", type=Path, help="folder of the reports (default: _build/verify)")
+    check.add_argument("--no-run", action="store_true", help="compare the runs already there, execute nothing")
+    check.add_argument("--jobs", type=_positive, default=1, help="notebooks executed at once")
+    check.add_argument("--force", action="store_true", help="execute even when the cache is fresh")
+    imported = sub.add_parser("import-ledger", help="accept a reader's `verify --scale gpu` report as gpu evidence")
+    imported.add_argument("report", type=Path, help="the verify-<chapter>-gpu.json a reader attached")
     worker = sub.add_parser("_execute")
     worker.add_argument("src", type=Path)
     worker.add_argument("out", type=Path)
@@ -77,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         if args.command is None:
-            raise BookError("a command is needed: run, nbval, build, all or check (see --help)")
+            raise BookError("a command is needed: run, nbval, build, all, check, student, verify or import-ledger "
+                            "(see --help)")
         if args.command == "_execute":
             report = execute_one(args.src, args.out, args.scale, args.cwd, args.cell_timeout)
             print(json.dumps(report))
@@ -87,13 +104,34 @@ def main(argv: list[str] | None = None) -> int:
                 raise BookError(f"--dry needs --scale gpu, got --scale {args.scale}")
             os.environ[DRY_ENV] = "1"
         root = find_root()
+        if args.command == "student":
+            from .student import write_student
+
+            write_student(root, args.chapter, args.out, scale=args.scale)
+            return 0
+        if args.command == "verify":
+            from .verify import verify
+
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, _terminate)
+            return verify(root, args.chapter, args.scale, against=args.against, out=args.out,
+                          run_first=not args.no_run, jobs=args.jobs, force=args.force)
+        if args.command == "import-ledger":
+            from .verify import import_ledger
+
+            import_ledger(root, args.report)
+            return 0
+        # Markdown files of the chosen chapters (all, when none is named) that are not the notebooks
+        # they look like: discover() would skip them silently.
+        scope = args.chapter if args.chapter or not args.notebook else []
+        malformed = source_problems(root, scope) if args.command in ("check", "run", "all") else []
         notebooks = select(root, args.chapter, args.notebook)
         if args.command == "check":
-            problems = [p for nb in notebooks for p in check_notebook(nb)]
+            problems = malformed + [p for nb in notebooks for p in check_notebook(nb)]
             print("\n".join(problems) or f"{len(notebooks)} notebook source(s) pass the checks")
             return 1 if problems else 0
         if args.command in ("run", "all"):
-            problems = [p for nb in notebooks for p in check_notebook(nb)]
+            problems = malformed + [p for nb in notebooks for p in check_notebook(nb)]
             if problems:  # the same checks as `check`, before anything runs
                 raise BookError(f"{len(problems)} problem(s) in the sources: {'; '.join(problems)}")
             if threading.current_thread() is threading.main_thread():
@@ -113,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except BookError as exc:
         print(f"icml26.book: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a full disk, a read-only tree: one line, not a traceback
+        print(f"icml26.book: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("icml26.book: interrupted", file=sys.stderr)

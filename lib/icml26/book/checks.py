@@ -11,9 +11,7 @@ import tempfile
 from pathlib import Path
 
 from .execute import executed_path
-from .sources import BookError, Notebook
-
-_CELL = re.compile(r"```\{code-cell\}[^\n]*\n(.*?)```", re.S)
+from .sources import BookError, Notebook, code_cells, options_and_body, python_of
 
 SANITIZE = r"""[timings]
 regex: \d+(\.\d+)?\s*(ns|us|µs|ms|s|sec|secs|seconds|min|minutes)\b
@@ -28,30 +26,14 @@ regex: 0x[0-9a-fA-F]+
 replace: <ADDR>
 """
 
-
-def code_cells(source: str) -> list[str]:
-    """The code cells of a MyST notebook source, options included."""
-    return _CELL.findall(source)
-
-
-def _options_and_body(cell: str) -> tuple[str, str]:
-    lines = cell.splitlines()
-    if lines and lines[0].strip() == "---":
-        end = lines[1:].index("---") + 1 if "---" in lines[1:] else 0
-        return "\n".join(lines[1:end]), "\n".join(lines[end + 1:])
-    opts = [ln for ln in lines if ln.startswith(":")]
-    return "\n".join(opts), "\n".join(ln for ln in lines if not ln.startswith(":"))
+__all__ = ["SANITIZE", "check_notebook", "code_cells", "nbval", "syntax_error"]
 
 
 def syntax_error(body: str) -> str:
     """'' when a code cell's body is valid Python (IPython magics and shell escapes aside),
     else the error as 'line N: message'."""
-    if body.lstrip().startswith("%%"):
-        return ""  # a cell magic: the body is not Python
-    lines = [ln[: len(ln) - len(ln.lstrip())] + "pass" if ln.lstrip().startswith(("%", "!")) else ln
-             for ln in body.splitlines()]
     try:
-        compile("\n".join(lines), "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+        compile(python_of(body), "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
     except SyntaxError as exc:
         return f"line {exc.lineno}: {exc.msg}"
     return ""
@@ -62,7 +44,7 @@ def check_notebook(nb: Notebook) -> list[str]:
     setting SCALE, a ledger that is never asserted, or a checked cell that prints something
     non-deterministic by construction."""
     problems = []
-    cells = [_options_and_body(c) for c in code_cells(nb.source())]
+    cells = [options_and_body(c) for c in code_cells(nb.source())]
     for number, (_, body) in enumerate(cells, start=1):
         error = syntax_error(body)
         if error:

@@ -16,12 +16,21 @@ can only certify the output it was written for.
 kernel and everything a cell starts inherit. On every exit path (success, failure, ``--timeout``,
 an interrupt or SIGTERM of the runner) the worker's process tree and every process holding the
 token are killed with SIGKILL, so a child that ignores SIGTERM, or one that called ``setsid``, does
-not survive its notebook.
+not survive its notebook. A runner that cannot clean up (``kill -9``) leaves its workers behind:
+they also carry the runner's PID and start time (``ICML26_RUNNER``), and so do its private folders
+(``_build/tmp/run-<pid>-<start>-*``); every run first kills the processes and removes the folders
+of runners that are no longer alive.
+
+**Nothing half-written is published.** The notebook and its record are both complete inside the
+private folder before anything is moved into place (renames only); a write that fails (a full
+disk) leaves the previous result as it was and is reported as one line. On a read-only ``_build``
+a run whose notebooks are all cached goes ahead without locks, with a warning.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -42,6 +51,7 @@ from ..core.scale import DRY_ENV, dry_run_enabled
 from .sources import Notebook, content_hash
 
 TOKEN_ENV = "ICML26_RUN_TOKEN"
+RUNNER_ENV = "ICML26_RUNNER"  # "<pid>-<start time>" of the runner that started a worker
 
 
 @dataclass
@@ -126,11 +136,15 @@ def execute_one(src: Path, out: Path, scale: str, cwd: Path, cell_timeout: int) 
             )
         except PapermillExecutionError as exc:
             first = exc.source.strip().splitlines()[0] if exc.source.strip() else ""
-            error = f"cell {exc.exec_count} ({first[:60]!r}): {exc.ename}: {one_line(exc.evalue)}"
+            number = failed_cell_number(out)
+            where = f"code cell {number}" if number else f"the cell run as In [{exc.exec_count}]"
+            error = f"{where} ({first[:60]!r}): {exc.ename}: {one_line(exc.evalue)}"
         except CellTimeoutError as exc:
             lines = [ln.strip() for ln in str(exc).splitlines()]
             preview = lines[lines.index("-------------------") + 1] if "-------------------" in lines[:-1] else ""
-            error = f"a cell ran longer than --cell-timeout {cell_timeout} s" + (f" ({preview[:60]!r})" if preview else "")
+            number = failed_cell_number(out)
+            error = (f"{f'code cell {number}' if number else 'a cell'} ran longer than --cell-timeout "
+                     f"{cell_timeout} s" + (f" ({preview[:60]!r})" if preview else ""))
         except Exception as exc:  # kernel died, bad notebook
             error = f"{type(exc).__name__}: {one_line(exc)}"
     seconds = time.perf_counter() - start
@@ -139,7 +153,102 @@ def execute_one(src: Path, out: Path, scale: str, cwd: Path, cell_timeout: int) 
     return {"seconds": seconds, "peak_mib": peak_mib, "error": error}
 
 
+def failed_cell_number(executed: Path) -> int | None:
+    """The number of the code cell where papermill stopped, counting the source's code cells from 1
+    as ``check`` does: papermill's injected parameters cell is not counted. ``None`` when the
+    executed notebook cannot be read."""
+    try:
+        cells = json.loads(executed.read_text())["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    number, last_run = 0, None
+    for cell in cells:
+        if cell.get("cell_type") != "code":
+            continue
+        meta = cell.get("metadata", {})
+        if "injected-parameters" in meta.get("tags", []):
+            continue
+        number += 1
+        state = meta.get("papermill", {})
+        if state.get("exception"):
+            return number
+        if state.get("status") not in (None, "pending"):
+            last_run = number  # a timed-out cell is the last one papermill started
+    return last_run
+
+
 # -- processes -------------------------------------------------------------------------------------
+def runner_tag(pid: int | None = None) -> str:
+    """``"<pid>-<start time>"`` of a process (this one by default): a PID cannot be mistaken for a
+    later process that reuses it."""
+    import psutil
+
+    proc = psutil.Process(pid or os.getpid())
+    return f"{proc.pid}-{int(proc.create_time())}"
+
+
+def runner_alive(tag: str) -> bool:
+    """Whether the runner a tag names is still running (a tag that cannot be read counts as alive)."""
+    import psutil
+
+    try:
+        pid, started = (int(part) for part in tag.split("-"))
+    except ValueError:
+        return True
+    try:
+        proc = psutil.Process(pid)
+        return abs(int(proc.create_time()) - started) <= 1 and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True
+
+
+_UNTAGGED_AGE_S = 86400
+
+
+def sweep_orphans(root: Path) -> tuple[int, int, set[str]]:
+    """Kill the workers (and everything they started) of runners that died without cleaning up,
+    and remove those runners' private folders ``_build/tmp/run-<pid>-<start>-*``. Returns the
+    number of processes killed, of folders removed, and the dead runners' tags."""
+    import psutil
+
+    dead: set[str] = set()
+    orphans: dict[int, str | None] = {}
+    uid = os.getuid()
+    for proc in psutil.process_iter(["uids"]):
+        try:
+            if proc.pid == os.getpid() or (proc.info["uids"] and proc.info["uids"].real != uid):
+                continue
+            env = proc.environ()
+        except (psutil.Error, OSError):
+            continue
+        tag = env.get(RUNNER_ENV)
+        if tag and (tag in dead or not runner_alive(tag)):
+            dead.add(tag)
+            orphans[proc.pid] = env.get(TOKEN_ENV)
+    tokens = {token for token in orphans.values() if token}
+    killed = sum(kill_tree(None, token) for token in tokens)
+    killed += sum(kill_tree(pid, None) for pid, token in orphans.items() if not token)
+    removed = 0
+    tmp_root = root / "_build" / "tmp"
+    for folder in sorted(tmp_root.glob("run-*")) if tmp_root.is_dir() else []:
+        parts = folder.name.split("-")
+        tag = "-".join(parts[1:3]) if len(parts) >= 4 else ""
+        orphaned = False
+        if tag:
+            orphaned = tag in dead or not runner_alive(tag)
+        else:  # written before folders were tagged: only once it is a day old
+            with contextlib.suppress(OSError):
+                orphaned = time.time() - folder.stat().st_mtime > _UNTAGGED_AGE_S
+        if folder.is_dir() and orphaned:
+            if tag:
+                dead.add(tag)
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += not folder.exists()
+    return killed, removed, dead
+
+
 def _tagged(token: str) -> list:
     """This user's processes whose environment carries ``token``."""
     import psutil
@@ -204,12 +313,23 @@ def _kill_live() -> None:
 
 
 # -- the cache -------------------------------------------------------------------------------------
+_READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
 @contextlib.contextmanager
 def _locked(out: Path, *, wait: bool = True, echo=None, name: str = ""):
-    """Hold the notebook's lock; with ``wait=False`` yield False at once when another run holds it."""
+    """Hold the notebook's lock; with ``wait=False`` yield False at once when another run holds it,
+    and None when no lock can be taken because the tree is read-only (``wait=True`` raises then)."""
     path = _lock_path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a+")
+    except OSError as exc:
+        if wait or exc.errno not in _READ_ONLY:
+            raise
+        yield None
+        return
+    with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -240,23 +360,40 @@ def _cached(out: Path, key: str) -> Result | None:
     return Result(**{k: v for k, v in previous.items() if k in names} | {"cached": True})
 
 
+def _complete_json(path: Path) -> bool:
+    try:
+        json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def _commit(root: Path, nb: Notebook, label: str, key: str, work: Path, result: Result) -> None:
-    """Move a finished run's notebook and ledger into place and write its record (under the lock)."""
+    """Publish a finished run (under the lock): its notebook, ledger and record are complete inside
+    ``work`` (the same filesystem) before the first rename, so a failed write (``OSError``, raised
+    to the caller) leaves the previous result in place. A notebook that is not complete JSON (its
+    worker could not finish writing it) is not published and the run counts as failed."""
     out = executed_path(root, nb, label)
     ledger = ledger_dir(root, nb, label)
     produced = work / out.name
+    if produced.exists() and not _complete_json(produced):
+        produced.unlink()
+        result.error = result.error or "the executed notebook was written incompletely"
+    record = {**asdict(result), "hash": key, "output_sha256": _sha256(produced) if produced.exists() else ""}
+    staged = work / "record.json"
+    staged.write_text(json.dumps(record, indent=1))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    # both files are complete: from here on only renames, the record last
+    _meta_path(out).unlink(missing_ok=True)
     if produced.exists():
         os.replace(produced, out)
     elif out.exists():
         out.unlink()  # no output: a stale notebook must not stay beside this run's record
-    ledger.parent.mkdir(parents=True, exist_ok=True)
     if ledger.exists():
         os.replace(ledger, work / "previous-ledger")
     os.replace(work / "ledger", ledger)
-    record = {**asdict(result), "hash": key, "output_sha256": _sha256(out) if out.exists() else ""}
-    tmp = _meta_path(out).with_suffix(f".{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(record, indent=1))
-    os.replace(tmp, _meta_path(out))
+    os.replace(staged, _meta_path(out))
 
 
 def _run_worker(root: Path, nb: Notebook, scale: str, label: str, threads: int, cell_timeout: int,
@@ -277,7 +414,7 @@ def _run_worker(root: Path, nb: Notebook, scale: str, label: str, threads: int, 
         MPLBACKEND="module://matplotlib_inline.backend_inline",
         # progress bars are for readers at a keyboard, not for the rendered book
         TQDM_DISABLE=env.get("TQDM_DISABLE", "1"),
-        **{TOKEN_ENV: token},
+        **{TOKEN_ENV: token, RUNNER_ENV: runner_tag()},
     )
     if label.endswith("-dry"):
         env[DRY_ENV] = "1"
@@ -322,6 +459,17 @@ def _run_worker(root: Path, nb: Notebook, scale: str, label: str, threads: int, 
 
 def _execute(root: Path, nb: Notebook, scale: str, label: str, key: str, force: bool, threads: int,
              cell_timeout: int, total_timeout: int, echo, aborted: threading.Event) -> Result:
+    """Execute and publish one notebook; a failed write (``OSError``) is a failed run, in one line."""
+    try:
+        return _execute_locked(root, nb, scale, label, key, force, threads, cell_timeout, total_timeout, echo,
+                               aborted)
+    except OSError as exc:
+        return Result(nb.name, label, 0.0, float("nan"), 0, 0, False,
+                      one_line(f"cannot write under {root / '_build'}: {exc}"))
+
+
+def _execute_locked(root: Path, nb: Notebook, scale: str, label: str, key: str, force: bool, threads: int,
+                    cell_timeout: int, total_timeout: int, echo, aborted: threading.Event) -> Result:
     out = executed_path(root, nb, label)
     with _locked(out, echo=echo, name=nb.name):
         if not force:
@@ -330,7 +478,7 @@ def _execute(root: Path, nb: Notebook, scale: str, label: str, key: str, force: 
                 return hit
         tmp_root = root / "_build" / "tmp"
         tmp_root.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix="run-", dir=tmp_root))
+        work = Path(tempfile.mkdtemp(prefix=f"run-{runner_tag()}-", dir=tmp_root))
         try:
             result = _run_worker(root, nb, scale, label, threads, cell_timeout, total_timeout, work)
             if aborted.is_set():
@@ -353,15 +501,23 @@ def run(root: Path, notebooks: list[Notebook], scale: str, *, jobs: int = 1, for
     cores = cores or os.cpu_count() or 1
     threads = max(1, cores // max(1, jobs))
     label = run_label(scale)
+    killed, removed, dead = sweep_orphans(root)
+    if killed or removed:
+        echo(f"[swept]   {killed} process(es) and {removed} folder(s) left by runner(s) that died "
+             f"({', '.join(sorted(t.split('-')[0] for t in dead))})")
     results: list[Result] = []
     todo: list[tuple[Notebook, str]] = []
+    warned = False
     for nb in notebooks:
         key = content_hash(nb, label)
         out = executed_path(root, nb, label)
         hit = None
         if not force:
             with _locked(out, wait=False) as free:
-                hit = _cached(out, key) if free else None
+                if free is None and not warned:
+                    warned = True
+                    echo(f"warning: {root / '_build'} is read-only: reading the cache without locks")
+                hit = _cached(out, key) if free is not False else None
         if hit is not None:
             results.append(hit)
             echo(f"[cached]  {nb.name} ({label})")
@@ -396,6 +552,29 @@ def run(root: Path, notebooks: list[Notebook], scale: str, *, jobs: int = 1, for
     order = {nb.name: i for i, nb in enumerate(notebooks)}
     results.sort(key=lambda r: order.get(r.name, 0))
     return results
+
+
+def publish_problem(root: Path, nb: Notebook, scale: str) -> str:
+    """'' when the executed notebook of ``nb`` at ``scale`` may be published: its run record exists,
+    reports no error, certifies the notebook's current content hash and this very executed file.
+    Otherwise why not, in a few words."""
+    out = executed_path(root, nb, scale)
+    meta = _meta_path(out)
+    if not out.exists():
+        return "not executed"
+    try:
+        record = json.loads(meta.read_text())
+    except FileNotFoundError:
+        return "no run record"
+    except (OSError, ValueError):
+        return "its run record cannot be read"
+    if record.get("error"):
+        return f"its run failed: {one_line(record['error'], 160)}"
+    if record.get("hash") != content_hash(nb, scale):
+        return "stale: the source, its library code or its data changed since it ran"
+    if record.get("output_sha256") != _sha256(out):
+        return "the executed notebook is not the one its run record certifies"
+    return ""
 
 
 def summary_table(results: list[Result]) -> str:

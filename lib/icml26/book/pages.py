@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -47,10 +48,188 @@ def title_of(path: Path) -> str:
 
 
 def plain_title(text: str) -> str:
-    """A title without Markdown emphasis or roles (keeps ``$...$`` math for MathJax)."""
+    """A title as plain text: Markdown emphasis and roles dropped, math turned into Unicode by
+    :func:`tex_to_text` (``$(\\varepsilon,\\delta)$`` becomes ``(ε,δ)``). Titles go where MathJax
+    does not look (the browser tab, link texts, cards), so no TeX may survive."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    text = re.sub(r"\{math\}`([^`]*)`", lambda m: tex_to_text(m.group(1)), text)
     text = re.sub(r"\{[\w:-]+\}`([^`]*)`", r"\1", text)
+    text = _MATH.sub(lambda m: tex_to_text(next(g for g in m.groups() if g is not None)), text)
     text = re.sub(r"(\*{1,2}|_{1,2})(\S[^*_]*?)\1", r"\2", text)
     return text.replace("`", "")
+
+
+# -- TeX as plain Unicode text -------------------------------------------------------------------
+_MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$]+)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
+_GREEK = ("alpha α beta β gamma γ delta δ epsilon ϵ varepsilon ε zeta ζ eta η theta θ vartheta ϑ iota ι "
+          "kappa κ lambda λ mu μ nu ν xi ξ pi π varpi ϖ rho ρ varrho ϱ sigma σ varsigma ς tau τ "
+          "upsilon υ phi ϕ varphi φ chi χ psi ψ omega ω Gamma Γ Delta Δ Theta Θ Lambda Λ Xi Ξ Pi Π "
+          "Sigma Σ Upsilon Υ Phi Φ Psi Ψ Omega Ω")
+_SYMBOLS = ("ell ℓ partial ∂ nabla ∇ infty ∞ sum ∑ prod ∏ int ∫ forall ∀ exists ∃ emptyset ∅ "
+            "varnothing ∅ neg ¬ lnot ¬ prime ′ top ⊤ langle ⟨ rangle ⟩ lfloor ⌊ rfloor ⌋ lceil ⌈ "
+            "rceil ⌉ cdots ⋯ ldots … dots … star ⋆ ast ∗ circ ∘ cdot · sqrt √ { { } } % % _ _ & & # # "
+            "| ‖ Vert ‖ vert | lvert | rvert | lVert ‖ rVert ‖ hbar ℏ dagger †")
+# relations and binary operators: set off by spaces
+_RELATIONS = ("le ≤ leq ≤ ge ≥ geq ≥ ne ≠ neq ≠ approx ≈ sim ∼ simeq ≃ equiv ≡ propto ∝ ll ≪ gg ≫ "
+              "to → rightarrow → leftarrow ← Rightarrow ⇒ Leftrightarrow ⇔ iff ⇔ mapsto ↦ implies ⇒ "
+              "in ∈ notin ∉ subset ⊂ subseteq ⊆ supset ⊃ cup ∪ cap ∩ times × pm ± mp ∓ oplus ⊕ "
+              "otimes ⊗ wedge ∧ land ∧ vee ∨ lor ∨ mid | perp ⊥ setminus ∖ div ÷")
+_OPERATORS = set("log ln exp min max sup inf arg argmin argmax det tr lim sin cos tan tanh sinh cosh "
+                 "sign softmax var cov Pr KL".split())
+_SPACES = {",": " ", ";": " ", ":": " ", " ": " ", "quad": " ", "qquad": " ", "!": "", "enspace": " "}
+_DROP = set("left right big Big bigg Bigg bigl bigr Bigl Bigr biggl biggr displaystyle textstyle "
+            "scriptstyle limits nolimits".split())
+_FONTS = set("mathrm mathit mathbf mathsf mathtt mathnormal text textrm textit textbf texttt textsf "
+             "mbox operatorname boldsymbol bm mathcal mathscr mathfrak emph".split())
+_ACCENTS = {"hat": "\u0302", "widehat": "\u0302", "bar": "\u0304", "overline": "\u0305", "tilde": "\u0303",
+            "widetilde": "\u0303", "dot": "\u0307", "ddot": "\u0308", "vec": "\u20d7"}
+_BLACKBOARD = {"E": "𝔼", "R": "ℝ", "N": "ℕ", "Z": "ℤ", "Q": "ℚ", "C": "ℂ", "P": "ℙ", "1": "𝟙"}
+_SUP = dict(zip("0123456789+-=()nijkT", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱʲᵏᵀ"))
+_SUB = dict(zip("0123456789+-=()aehijklmnoprstuvxβγρφϕχ", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓᵦᵧᵨᵩᵩᵪ"))
+
+
+def _pairs(spec: str) -> dict[str, str]:
+    words = spec.split(" ")
+    return dict(zip(words[::2], words[1::2]))
+
+
+_COMMANDS = {**_pairs(_GREEK), **_pairs(_SYMBOLS), **{k: f" {v} " for k, v in _pairs(_RELATIONS).items()},
+             **{k: f" {k} " for k in _OPERATORS}, **_SPACES}
+# the book's own macros (``mathjax3_config`` in _config.yml)
+_COMMANDS.update(E="𝔼", R="ℝ")
+_TOKEN = re.compile(r"\\([A-Za-z]+|.)|(\{)|(\})|([\^_])|(\s+)|(.)", re.S)
+
+
+class _TexReader:
+    """A small recursive reader of inline TeX math (commands, groups, scripts) that writes what a
+    reader would see as plain Unicode text; what it does not know it spells out without the
+    backslash (``\\foo`` becomes ``foo``)."""
+
+    def __init__(self, tex: str):
+        self.tokens = [m for m in _TOKEN.finditer(tex)]
+        self.i = 0
+
+    def _next(self):
+        token = self.tokens[self.i] if self.i < len(self.tokens) else None
+        self.i += 1
+        return token
+
+    def group(self, *, keep_spaces: bool = False) -> str:
+        """Until the closing brace (or the end)."""
+        out = []
+        while (token := self._next()) is not None and token.group(3) is None:
+            out.append(self.one(token, keep_spaces=keep_spaces))
+        return "".join(out)
+
+    def argument(self, *, keep_spaces: bool = False) -> str:
+        """The next group or single token, as text."""
+        while self.i < len(self.tokens) and self.tokens[self.i].group(5) is not None:
+            self.i += 1
+        token = self._next()
+        if token is None:
+            return ""
+        if token.group(2) is not None:
+            return self.group(keep_spaces=keep_spaces)
+        return self.one(token, keep_spaces=keep_spaces)
+
+    def one(self, token, *, keep_spaces: bool = False) -> str:
+        command, opening, _, script, space, char = token.groups()
+        if opening is not None:
+            return self.group(keep_spaces=keep_spaces)
+        if space is not None:
+            return " " if keep_spaces else ""
+        if char is not None:
+            return {"~": " ", "'": "′", "=": " = ", "<": " < ", ">": " > "}.get(char, char)
+        if script is not None:
+            body = " ".join(self.argument().split())
+            table = _SUP if script == "^" else _SUB
+            if body and all(c in table for c in body.replace(" ", "")):
+                return "".join(table[c] for c in body.replace(" ", ""))
+            if script == "^" and body in ("*", "∗", "⋆", "′", "⊤"):
+                return {"⊤": "ᵀ", "∗": "*"}.get(body, body)  # x^\star: x⋆
+            text = script + (body if len(body) == 1 or body.isalnum() else f"({body})")
+            following = self.tokens[self.i] if self.i < len(self.tokens) else None
+            if len(body) > 1 and following is not None and (following.group(1) or following.group(6) or "").isalnum():
+                text += " "  # p_{old}e^x: "p_old e^x", not "p_olde^x"
+            return text
+        if command is None:
+            return ""
+        if command in _DROP:
+            return ""
+        if command in _FONTS:
+            return self.argument(keep_spaces=command.startswith(("text", "mbox", "emph")))
+        if command == "mathbb":
+            body = self.argument()
+            return "".join(_BLACKBOARD.get(c, c) for c in body)
+        if command in _ACCENTS:
+            body = self.argument()
+            return body + _ACCENTS[command] if len(body) == 1 else body
+        if command in ("frac", "dfrac", "tfrac"):
+            num, den = self.argument().strip(), self.argument().strip()
+            wrap = lambda s: s if len(s) == 1 or s.isalnum() else f"({s})"  # noqa: E731
+            return f"{wrap(num)}/{wrap(den)}"
+        if command == "sqrt":
+            body = self.argument().strip()
+            return "√" + (body if len(body) == 1 or body.isalnum() else f"({body})")
+        return _COMMANDS.get(command, command)
+
+    def read(self) -> str:
+        out = []
+        while (token := self._next()) is not None:
+            out.append(self.one(token))
+        return "".join(out)
+
+
+def tex_to_text(tex: str) -> str:
+    """Inline TeX math as the plain Unicode text a reader sees: Greek letters and common symbols
+    as characters, fonts and sizes dropped, ``^``/``_`` as Unicode super- and subscripts where
+    every character has one (``x^2`` is ``x²``, ``p_{old}`` stays ``p_old``), ``\\frac{a}{b}`` as
+    ``a/b``. Used for ``<title>``, link texts, cards and alt text, where MathJax does not run."""
+    if not isinstance(tex, str):
+        raise TypeError(f"tex must be a str, got {type(tex).__name__}")
+    text = " ".join(unicodedata.normalize("NFC", _TexReader(tex).read()).split())
+    text = re.sub(r"([(\[{⟨]) ", r"\1", text)
+    return re.sub(r" ([)\]},;.⟩])", r"\1", text)
+
+
+# -- plain titles in Sphinx ----------------------------------------------------------------------
+def _node_text(node) -> str:
+    """A title node as plain text, its math nodes through :func:`tex_to_text`."""
+    from docutils import nodes
+
+    if isinstance(node, nodes.math):
+        return tex_to_text(node.astext())
+    if isinstance(node, nodes.Text):
+        return str(node)
+    return "".join(_node_text(child) for child in node.children)
+
+
+def plain_titles(app, doctree) -> None:
+    """Sphinx ``doctree-read`` hook, after Sphinx has collected the page's title: the title that
+    goes into ``<title>``, the navigation (sidebar, previous/next, breadcrumbs) and the search
+    index is plain text; the page's own heading keeps its math for MathJax."""
+    from docutils import nodes
+
+    env = app.env
+    docname = env.docname
+    for store in (env.titles, env.longtitles):
+        node = store.get(docname)
+        if node is not None and next(iter(node.findall(nodes.math)), None) is not None:
+            store[docname] = nodes.title("", _node_text(node))
+    toc = env.tocs.get(docname)
+    if toc is None:
+        return
+    for ref in toc.findall(nodes.reference):  # the page's own entry, as the sidebar lists it
+        if not ref.get("anchorname") and next(iter(ref.findall(nodes.math)), None) is not None:
+            ref.children[:] = [nodes.Text(_node_text(ref))]
+        break
+
+
+def setup(app) -> dict:
+    """``icml26.book.pages`` as a Sphinx extension (listed in ``_config.yml``): plain page titles."""
+    app.connect("doctree-read", plain_titles, priority=900)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
 @dataclass
@@ -87,11 +266,23 @@ def book_chapters(root: Path) -> list[Chapter]:
 
 
 # -- the reproduction ledger ---------------------------------------------------------------------
-_KINDS = ("holds", "fails", "not asserted", "reported")
+_KINDS = ("holds", "fails", "not asserted", "not yet run at gpu", "reported", "identity")
+
+
+def _column(claim: dict) -> str | None:
+    """The summary column a claim counts in: identities (checks of the implementation) apart from
+    the paper's claims unless they fail; settings are not claims and count nowhere."""
+    kind, status = claim.get("kind", "check"), claim["status"]
+    if kind == "setting" or status == "setting":
+        return None
+    if kind == "identity" and status != "fails":
+        return "identity"
+    return status
 
 
 def _counts(claims: list[dict]) -> dict[str, int]:
-    return {k: sum(c["status"] == k for c in claims) for k in _KINDS}
+    columns = [_column(c) for c in claims]
+    return {k: sum(col == k for col in columns) for k in _KINDS}
 
 
 def _summary(counts: dict[str, int]) -> str:
@@ -283,7 +474,7 @@ def chapter_facts(root: Path, chapter: Chapter, timings: dict) -> dict:
 
 
 def _card(chapter: Chapter, facts: dict, teaser: tuple[str, str] | None) -> list[str]:
-    question = str(chapter.meta.get("question") or "").strip()
+    question = plain_title(str(chapter.meta.get("question") or "").strip())  # cards are plain text
     lines = [f":::{{grid-item-card}} {plain_title(chapter.title)}", ":class-card: chapter-card"]
     if teaser:
         lines += [f":img-top: {teaser[0]}", f":img-alt: {' '.join(teaser[1].split())}"]

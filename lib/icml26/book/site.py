@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from .execute import executed_path
+from .execute import executed_path, publish_problem
 from .pages import (
     CARDS_MARKER,
     TEACHERS_MARKER,
@@ -26,7 +26,7 @@ from .pages import (
     update_timings,
     week_plan_markdown,
 )
-from .sources import BookError, discover
+from .sources import BookError, discover, source_problems
 from .tidy import tidy_notebook
 
 LEDGER_MARKER = "<!-- reproduction-ledger -->"
@@ -178,9 +178,13 @@ def stage(root: Path, scale: str) -> Path:
     dest.mkdir(parents=True)
     listed = toc_files(root)
     notebooks = {nb.path: nb for nb in discover(root) if nb.path.with_suffix("") in listed}
-    missing = [str(nb.rel) for nb in notebooks.values() if not executed_path(root, nb, scale).exists()]
-    if missing:
-        raise BookError(f"not executed at scale {scale}: {', '.join(missing)} (run: python -m icml26.book run)")
+    # Only what ran, at the current content, is published; a chapter .md that is not a notebook
+    # would be rendered unexecuted (issue 36).
+    refused = source_problems(root, listed=listed) + [
+        f"{nb.rel}: {why}" for nb in notebooks.values() if (why := publish_problem(root, nb, scale))]
+    if refused:
+        raise BookError(f"cannot build at scale {scale}: {'; '.join(refused)} "
+                        f"(run: python -m icml26.book run --scale {scale})")
     for name in _COPY:
         if (root / name).exists():
             shutil.copy2(root / name, dest / name)
@@ -242,8 +246,30 @@ def stage(root: Path, scale: str) -> Path:
         text = page.read_text()
         if LEDGER_MARKER not in text:
             raise BookError(f"front/ledger.md lacks the marker {LEDGER_MARKER}")
-        page.write_text(text.replace(LEDGER_MARKER, ledger_markdown(root, scale, listed)))
+        body = missing_ledgers_markdown(root, scale, list(notebooks.values())) + ledger_markdown(root, scale, listed)
+        page.write_text(text.replace(LEDGER_MARKER, body))
+    from .verify import publish_site  # issue 42: the ledgers as data, the student edition's zips
+    publish_site(root, dest, scale)
     return dest
+
+
+def missing_ledgers_markdown(root: Path, scale: str, notebooks: list) -> str:
+    """A warning on the ledger page naming each chapter with a notebook that keeps a ``Ledger``
+    but has no recorded ledger at ``scale``: such a chapter is marked, not silently left out."""
+    from .execute import ledger_dir
+    from .pages import plain_title
+
+    missing: dict[str, list[str]] = {}
+    for nb in notebooks:
+        if nb.chapter != "front" and "Ledger(" in nb.source() and not any(ledger_dir(root, nb, scale).glob("*.json")):
+            missing.setdefault(nb.chapter, []).append(nb.path.stem)
+    if not missing:
+        return ""
+    titles = {c.slug: c.title for c in book_chapters(root)}
+    items = "\n".join(f"- {plain_title(titles.get(slug, slug))} (`{slug}`): no ledger for "
+                      + ", ".join(f"`{stem}`" for stem in sorted(stems)) for slug, stems in sorted(missing.items()))
+    return (f"```{{warning}}\nLedger missing at scale `{scale}`: these chapters' claims are not in the "
+            f"counts below.\n\n{items}\n```\n\n")
 
 
 _THEBE = re.compile(r"<script>const THEBE_JS_URL = [^<]*</script>\n?")
@@ -261,6 +287,56 @@ def dedupe_thebe(page: str) -> str:
     return _THEBE.sub(keep_first, page)
 
 
+MATHJAX_PATH = "mathjax/tex-mml-chtml.js"  # ``mathjax_path`` of _config.yml, relative to _static
+_MATHJAX_PARTS = ("tex-mml-chtml.js", "a11y", "adaptors", "input", "output", "sre", "ui")
+
+
+def mathjax_source() -> Path | None:
+    """MathJax 3's ``es5`` folder as the ``django-static-mathjax`` package installs it; None when
+    the package is missing."""
+    try:
+        import mathjax  # django-static-mathjax
+    except ImportError:
+        return None
+    folder = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
+    return folder if (folder / "tex-mml-chtml.js").is_file() else None
+
+
+def _require_mathjax() -> Path:
+    folder = mathjax_source()
+    if folder is None:
+        raise BookError("MathJax is not installed, and the book ships its own copy "
+                        "(pip install django-static-mathjax)")
+    return folder
+
+
+def ship_mathjax(site: Path) -> Path:
+    """Copy MathJax into the built site's ``_static/mathjax`` (about 10 MB: the combined
+    TeX/MathML/CHTML component and the pieces it loads on demand: fonts, TeX extensions, the menu
+    and the accessibility tools), so that the site renders its math without a network;
+    ``mathjax_path`` in ``_config.yml`` points there. It is copied after Sphinx, not staged under
+    ``_static``: Jupyter Book adds every ``.js`` file it finds there to every page's head. Raises
+    BookError when MathJax is not installed rather than leave the site to a CDN."""
+    if not isinstance(site, (str, Path)):
+        raise TypeError(f"site must be a path, got {type(site).__name__}")
+    if not Path(site).is_dir():
+        raise ValueError(f"site must be the built site's folder, got {site!r}")
+    folder = _require_mathjax()
+    target = Path(site) / _STATIC / "mathjax"
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for part in _MATHJAX_PARTS:
+        if (folder / part).is_dir():
+            shutil.copytree(folder / part, target / part)
+        else:
+            shutil.copy2(folder / part, target / part)
+    licence = folder.parent / "LICENSE"
+    if licence.is_file():
+        shutil.copy2(licence, target / "LICENSE")
+    return target
+
+
 def html_dir(root: Path, scale: str) -> Path:
     return root / "_build" / ("html" if scale == "book" else f"html-{scale}")
 
@@ -268,6 +344,7 @@ def html_dir(root: Path, scale: str) -> Path:
 def build(root: Path, scale: str, *, strict: bool = True, echo=print) -> Path:
     """Stage and render; returns the folder holding ``index.html``. Warnings fail the build."""
     src = stage(root, scale)
+    _require_mathjax()  # before Sphinx runs, not after
     work = root / "_build" / "site" / scale
     # Sphinx's incremental build misses changes to bibliographies and configuration: start afresh then.
     digest = hashlib.sha256()
@@ -296,6 +373,7 @@ def build(root: Path, scale: str, *, strict: bool = True, echo=print) -> Path:
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(work / "_build" / "html", out)
+    ship_mathjax(out)  # the site renders its math offline (mathjax_path in _config.yml)
     for page in out.rglob("*.html"):
         text = page.read_text(encoding="utf-8")
         fixed = dedupe_thebe(text)

@@ -13,7 +13,8 @@
   in an HTML table becomes ``-``.
 - **The claims once**: the fixed-text copy of the ledger (``ledger.show()``, compared by nbval)
   stays in the notebook but is hidden on the page (``remove-output``); the HTML table shows them.
-- **Alt text**: a figure's image gets its caption as alt text.
+- **Alt text**: a figure's image gets its caption as alt text (math as Unicode); an image
+  without a caption gets the notebook's words around it (:func:`context_alt`), never a file name.
 """
 
 from __future__ import annotations
@@ -101,18 +102,49 @@ def dash_missing(page):
 
 
 def _plain(text: str) -> str:
-    """Caption Markdown as plain text for an ``alt`` attribute."""
-    text = re.sub(r"\{[\w:-]+\}`([^`]*)`", r"\1", text)  # roles
+    """Caption Markdown as plain text for an ``alt`` attribute (math as Unicode, see
+    :func:`icml26.book.pages.tex_to_text`)."""
+    from .pages import plain_title
+
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links
-    text = text.replace("`", "").replace("*", "").replace("$", "")
+    text = plain_title(text).replace("*", "")
     return " ".join(text.split())
+
+
+_FENCE = re.compile(r"^(`{3,}|:{3,})\{[^}]*\}[^\n]*\n(?::[^\n]*\n)*(.*?)^\1[ \t]*$", re.S | re.M)
+_DIRECTIVE_TITLE = re.compile(r"^(?:`{3,}|:{3,})\{(?:exercise|solution-start|figure)\}[ \t]*(\S[^\n]*)$", re.M)
+
+
+def context_alt(cells: list[dict], index: int) -> str:
+    """Alt text for the image of a code cell without a caption (``mystnb: figure: caption:``).
+    Without one, docutils writes the image's file name as its alt text; this gives the page's own
+    words instead: a first comment line of the cell, else the last paragraph of prose before it
+    (directive fences skipped), prefixed "Figure: ". The fix a chapter should make is a caption."""
+    if not isinstance(index, int) or not 0 <= index < len(cells):
+        raise ValueError(f"index must be a cell index below {len(cells)}, got {index!r}")
+    first = _source(cells[index]).lstrip().splitlines()[:1]
+    if first and first[0].startswith("#") and not first[0].startswith(("#!", "# NBVAL", "# noqa")):
+        said = first[0].lstrip("#").strip()
+        if said:
+            return "Figure: " + _plain(said)
+    for cell in reversed(cells[:index]):
+        if cell.get("cell_type") != "markdown":
+            continue
+        text = _source(cell)
+        titles = _DIRECTIVE_TITLE.findall(text)
+        prose = re.sub(r"^(`{3,}|:{3,})[^\n]*$", "", _FENCE.sub(r"\2", text), flags=re.M)
+        paragraphs = [p for p in re.split(r"\n\s*\n", prose) if p.strip() and not p.lstrip().startswith(":")]
+        if paragraphs or titles:
+            said = _plain(paragraphs[-1] if paragraphs else titles[-1])
+            return "Figure: " + (said if len(said) <= 300 else said[:297].rsplit(" ", 1)[0] + " ...")
+    return "Figure drawn by the code above"
 
 
 def tidy_notebook(nb: dict, repo_url: str = "") -> dict:
     """Everything staging does to one executed notebook (in place; returns it)."""
     merge_parameters(nb)
     nb.get("metadata", {}).pop("widgets", None)
-    for cell in nb["cells"]:
+    for position, cell in enumerate(nb["cells"]):
         if cell.get("cell_type") != "code":
             continue
         mystnb = cell.get("metadata", {}).get("mystnb", {})
@@ -139,6 +171,9 @@ def tidy_notebook(nb: dict, repo_url: str = "") -> dict:
         caption = (mystnb.get("figure") or {}).get("caption") if is_figure else None
         if caption:
             mystnb.setdefault("image", {}).setdefault("alt", _plain(caption))
+        elif any(k.startswith("image/") for o in kept for k in o.get("data", {})):
+            image = cell.setdefault("metadata", {}).setdefault("mystnb", {}).setdefault("image", {})
+            image.setdefault("alt", context_alt(nb["cells"], position))
     if not any(INSTALL_TAG in c.get("metadata", {}).get("tags", []) for c in nb["cells"]):
         first = next((i for i, c in enumerate(nb["cells"]) if c.get("cell_type") == "code"), len(nb["cells"]))
         cell = install_cell(repo_url)

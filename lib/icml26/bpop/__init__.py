@@ -26,7 +26,17 @@ from .evaluation import (
     point_estimate,
     simulate_execution,
 )
-from .mcmc import MCMCConfig, Posterior, log_prior_U, realizer_init, run_mcmc, run_mcmc_many
+from .mcmc import (
+    BETA_INIT,
+    RHO_INIT,
+    RHO_TOL,
+    MCMCConfig,
+    Posterior,
+    log_prior_U,
+    realizer_init,
+    run_mcmc,
+    run_mcmc_many,
+)
 from .method import (
     CLOUD_IAC6,
     PartialOrder,
@@ -56,20 +66,22 @@ from .scenarios import (
     select_traces_for_ipcov,
     simulate_agents,
     softmax_traces,
+    softmax_traces_batch,
     srasearch_dag,
     tremble,
 )
 
 __all__ = [
-    "CLOUD_IAC6", "PRESETS", "BpopPreset", "MCMCConfig", "PartialOrder", "Posterior", "always_before",
+    "BETA_INIT", "CLOUD_IAC6", "PRESETS", "RHO_INIT", "RHO_TOL", "BpopPreset", "MCMCConfig", "PartialOrder",
+    "Posterior", "always_before",
     "batched_log_likelihood", "break_cycles", "calibration", "chosen_tensor", "closure_recall", "cloud_iac",
     "count_linear_extensions", "directly_follows", "dominance", "edge_metrics", "epigenomics_dag",
     "execution_validity", "expert_trace", "feasibility", "frontier_executions", "gpu_check", "heuristics_miner",
     "hm_dependency", "ip_coverage", "log_prior_U", "majority", "permute_ids", "point_estimate", "precedence_counts",
     "preset", "prior_sample_U", "queue_jump_log_likelihood", "random_order", "realizer_init", "remaining_tensor",
     "run_mcmc", "run_mcmc_many", "sample_trace", "scheduler_traces", "select_traces_for_ipcov", "simulate_agents",
-    "simulate_execution", "softmax_traces", "srasearch_dag", "step_probabilities", "trace_log_likelihood",
-    "transitive_closure", "transitive_reduction", "tremble",
+    "simulate_execution", "softmax_traces", "softmax_traces_batch", "srasearch_dag", "step_probabilities",
+    "trace_log_likelihood", "transitive_closure", "transitive_reduction", "tremble",
 ]
 
 

@@ -4,7 +4,31 @@ from __future__ import annotations
 
 import numpy as np
 
-from .method import PartialOrder, break_cycles, transitive_closure
+from .method import PartialOrder, _check_count, _check_po, break_cycles, transitive_closure
+
+
+def _check_edge_prob(edge_prob, n: int | None = None) -> np.ndarray:
+    """A finite square matrix of probabilities (``n x n`` when ``n`` is given) as float64."""
+    if edge_prob is None or isinstance(edge_prob, (str, bytes)):
+        raise TypeError(f"edge_prob must be a square matrix of probabilities, got {type(edge_prob).__name__}")
+    try:
+        P = np.asarray(edge_prob, dtype=float)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"edge_prob must be a square matrix of probabilities, got {type(edge_prob).__name__}") from e
+    if P.ndim != 2 or P.shape[0] != P.shape[1] or P.shape[0] == 0:
+        raise ValueError(f"edge_prob must be a non-empty square (n, n) matrix, got shape {P.shape}")
+    if n is not None and P.shape[0] != n:
+        raise ValueError(f"edge_prob must be ({n}, {n}) to match the partial order, got {P.shape}")
+    if not np.all(np.isfinite(P)) or P.min() < 0 or P.max() > 1:
+        raise ValueError("edge_prob must hold probabilities in [0, 1] (finite)")
+    return P
+
+
+def _check_pair(est_po, true_po) -> None:
+    _check_po("est_po", est_po)
+    _check_po("true_po", true_po)
+    if true_po.n != est_po.n:
+        raise ValueError(f"true_po and est_po must have the same number of actions ({true_po.n} vs {est_po.n})")
 
 
 def point_estimate(edge_prob, alpha: float = 0.5, method: str = "threshold", closures=None) -> PartialOrder:
@@ -12,12 +36,7 @@ def point_estimate(edge_prob, alpha: float = 0.5, method: str = "threshold", clo
     the posterior mode closure (``method="mode"``, needs ``closures``) (Sec. 3.4)."""
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (0 < alpha <= 1):
         raise ValueError(f"alpha must lie in (0, 1], got {alpha!r}")
-    try:
-        P = np.asarray(edge_prob, dtype=float)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"edge_prob must be a square matrix of probabilities, got {type(edge_prob).__name__}") from e
-    if P.ndim != 2 or P.shape[0] != P.shape[1] or not np.all(np.isfinite(P)) or P.min() < 0 or P.max() > 1:
-        raise ValueError("edge_prob must be a square matrix of probabilities")
+    P = _check_edge_prob(edge_prob)
     if method == "mode":
         if closures is None or len(closures) == 0:
             raise ValueError("method='mode' needs the sampled closures")
@@ -34,11 +53,7 @@ def point_estimate(edge_prob, alpha: float = 0.5, method: str = "threshold", clo
 
 def edge_metrics(true_po: PartialOrder, est_po: PartialOrder) -> dict:
     """Precision, recall, Edge-F1 and SHD on cover (transitive-reduction) edges (Sec. 3.5)."""
-    for nm, p in (("true_po", true_po), ("est_po", est_po)):
-        if not isinstance(p, PartialOrder):
-            raise TypeError(f"{nm} must be a PartialOrder, got {type(p).__name__}")
-    if true_po.n != est_po.n:
-        raise ValueError(f"true_po and est_po must have the same number of actions ({true_po.n} vs {est_po.n})")
+    _check_pair(est_po, true_po)
     E, Eh = true_po.cover(), est_po.cover()
     tp = int((E & Eh).sum())
     ne, nh = int(E.sum()), int(Eh.sum())
@@ -50,18 +65,24 @@ def edge_metrics(true_po: PartialOrder, est_po: PartialOrder) -> dict:
 
 def closure_recall(true_po: PartialOrder, est_po: PartialOrder) -> float:
     """Fraction of true closure relations present in the estimate's closure (the safety measure)."""
+    _check_pair(est_po, true_po)
     t = true_po.closure
     return float((t & est_po.closure).sum() / t.sum()) if t.sum() else 1.0
 
 
 def feasibility(traces, po: PartialOrder) -> float:
     """Fraction of traces that are linear extensions of ``po``."""
+    _check_po("po", po)
+    if traces is None or isinstance(traces, (str, bytes)) or len(traces) == 0:
+        raise ValueError("traces must be a non-empty list of traces")
     return float(np.mean([po.is_linear_extension(y) for y in traces]))
 
 
 def frontier_executions(po: PartialOrder, n_runs: int, seed: int = 0) -> np.ndarray:
     """``n_runs`` uniform-random frontier (Kahn) executions of ``po`` -> (n_runs, n), batched over runs."""
-    rng = np.random.default_rng(seed)
+    _check_po("po", po)
+    n_runs = _check_count("n_runs", n_runs)
+    rng = np.random.default_rng(_check_count("seed", seed, lo=0))
     n = po.n
     C = po.closure.astype(np.int64)
     rem = np.ones((n_runs, n), dtype=bool)
@@ -77,6 +98,7 @@ def frontier_executions(po: PartialOrder, n_runs: int, seed: int = 0) -> np.ndar
 
 def execution_validity(est_po: PartialOrder, true_po: PartialOrder, n_runs: int = 200, seed: int = 0) -> float:
     """Fraction of frontier executions of the estimate that are valid for the true order (Sec. 3.5)."""
+    _check_pair(est_po, true_po)
     ex = frontier_executions(est_po, n_runs, seed)
     pos = np.empty_like(ex)
     np.put_along_axis(pos, ex, np.arange(est_po.n)[None].repeat(n_runs, 0), axis=1)
@@ -86,7 +108,11 @@ def execution_validity(est_po: PartialOrder, true_po: PartialOrder, n_runs: int 
 
 def calibration(edge_prob, true_po: PartialOrder, bins: int = 10) -> dict:
     """Reliability table and ECE of off-diagonal p_ij against the true closure relations."""
-    P = np.asarray(edge_prob, dtype=float)
+    _check_po("true_po", true_po)
+    P = _check_edge_prob(edge_prob, true_po.n)
+    bins = _check_count("bins", bins)
+    if P.shape[0] < 2:
+        raise ValueError("edge_prob must be at least 2 x 2 (calibration uses the off-diagonal pairs)")
     off = ~np.eye(len(P), dtype=bool)
     p, y = P[off], true_po.closure[off].astype(float)
     edges = np.linspace(0, 1, bins + 1)
@@ -111,9 +137,10 @@ def simulate_execution(est_po: PartialOrder, true_po: PartialOrder, mode: str = 
     """
     if mode not in ("expert", "hybrid", "explore"):
         raise ValueError(f"mode must be 'expert', 'hybrid' or 'explore', got {mode!r}")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    rng = np.random.default_rng(seed)
+    _check_pair(est_po, true_po)
+    workers = _check_count("workers", workers)
+    intent = _check_count("intent", intent, lo=0)
+    rng = np.random.default_rng(_check_count("seed", seed, lo=0))
     n = true_po.n
     out_tok = rng.integers(50, 301, n)
     dur = rng.lognormal(0.0, 0.5, n)

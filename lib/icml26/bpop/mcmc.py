@@ -17,9 +17,13 @@ from scipy.stats import norm
 from tqdm.auto import tqdm
 
 from .method import (
+    UTILITIES,
     PartialOrder,
     _batched_core,
+    _check_count,
+    _check_device,
     _check_prob,
+    _check_real,
     check_complete_traces,
     dominance,
     queue_jump_log_likelihood,
@@ -29,7 +33,14 @@ from .method import (
 
 @dataclass
 class MCMCConfig:
-    """MCMC settings (spec Sec. 3.3; book defaults)."""
+    """MCMC settings (spec Sec. 3.3; book defaults).
+
+    Where the book departs from the authors' sampler: the U-row step is ``U_i + step_U z`` with
+    ``z ~ N(0, Sigma_rho)``, i.e. covariance ``step_U^2 Sigma_rho``, and ``step_U = 0.5`` (the authors
+    use 1.0); chains start from the realiser (``init="realizer"``, the authors from a prior draw) with
+    ``rho`` and ``beta`` fixed at :data:`RHO_INIT` and :data:`BETA_INIT`; the ``rho`` prior is truncated
+    to ``rho < 1 - RHO_TOL``.
+    """
 
     K: int = 3
     n_iter: int = 20000
@@ -50,26 +61,43 @@ class MCMCConfig:
     keep_closures: bool = False
     dtype: str = "float64"           # float32 halves the cost; float64 is exact to the reference loop
 
+    def __post_init__(self):
+        self.validate()
+
     def validate(self) -> MCMCConfig:
+        """Refuse a field of the wrong type or outside its range (ValueError/TypeError naming it), and a
+        run that would keep no sample after burn-in and thinning."""
         for name in ("K", "n_iter", "thin", "n_chains"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+            _check_count(name, getattr(self, name))
+        _check_count("seed", self.seed, lo=0)
         _check_prob("burn_in", self.burn_in)
         _check_prob("eps", self.eps)
-        if not (0 < self.rho_d < 1):
+        if not 0 < _check_real("rho_d", self.rho_d) < 1:
             raise ValueError(f"rho_d must lie in (0, 1), got {self.rho_d}")
-        if not (self.step_U > 0 and self.beta_step > 0):
-            raise ValueError("step_U and beta_step must be > 0")
-        if self.init not in ("realizer", "prior"):
-            raise ValueError(f"init must be 'realizer' or 'prior', got {self.init!r}")
-        if self.utility not in ("log_successors", "uniform"):
-            raise ValueError(f"utility must be 'log_successors' or 'uniform', got {self.utility!r}")
-        if self.dtype not in ("float32", "float64"):
-            raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
-        if self.likelihood not in ("bpop", "queue_jump"):
-            raise ValueError(f"likelihood must be 'bpop' or 'queue_jump', got {self.likelihood!r}")
+        for name in ("step_U", "beta_step", "rho_prior_b"):
+            _check_real(name, getattr(self, name), lo=0.0, strict=True)
+        bp = self.beta_prior
+        if isinstance(bp, (str, bytes)) or not hasattr(bp, "__len__") or len(bp) != 2:
+            raise TypeError(f"beta_prior must be a (shape, rate) pair, got {bp!r}")
+        _check_real("beta_prior[0] (shape)", bp[0], lo=0.0, strict=True)
+        _check_real("beta_prior[1] (rate)", bp[1], lo=0.0, strict=True)
+        for name, options in (("init", ("realizer", "prior")), ("utility", UTILITIES),
+                              ("dtype", ("float32", "float64")), ("likelihood", ("bpop", "queue_jump"))):
+            if getattr(self, name) not in options:
+                raise ValueError(f"{name} must be one of {options}, got {getattr(self, name)!r}")
+        if not isinstance(self.keep_closures, bool):
+            raise TypeError(f"keep_closures must be a bool, got {type(self.keep_closures).__name__}")
+        _check_device(self.device, "device")
+        if self.n_saved_post_burn() < 1:
+            raise ValueError(f"no sample survives burn-in and thinning: n_iter={self.n_iter}, burn_in={self.burn_in}, "
+                             f"thin={self.thin} keep 0 samples (need n_iter * (1 - burn_in) >= thin)")
         return self
+
+    def n_saved_post_burn(self) -> int:
+        """Thinned samples after burn-in: iterations k (0-based) with (k + 1) % thin == 0 and k >= burn,
+        i.e. the multiples of ``thin`` in (burn, n_iter]."""
+        burn = int(self.burn_in * self.n_iter)
+        return self.n_iter // self.thin - burn // self.thin
 
 
 @dataclass
@@ -84,7 +112,10 @@ class Posterior:
     closures: np.ndarray | None = None   # (S, n, n) thinned post-burn-in samples (if kept)
 
 
-TOL = 1e-4
+RHO_TOL = 1e-4     # the Beta(1, 1/6) prior on rho is truncated to rho < 1 - RHO_TOL (Sigma_rho stays invertible)
+TOL = RHO_TOL
+RHO_INIT = 0.5     # every chain starts at rho = RHO_INIT and beta = BETA_INIT (not drawn from the priors)
+BETA_INIT = 1.0
 
 
 def log_prior_U(U: torch.Tensor, rho: torch.Tensor) -> torch.Tensor:
@@ -139,7 +170,7 @@ def run_mcmc_many(datasets, n_actions: int, cfg: MCMCConfig, progress: bool = Tr
         raise TypeError("cfg must be an MCMCConfig")
     if isinstance(datasets, np.ndarray) or not isinstance(datasets, (list, tuple)) or len(datasets) == 0:
         raise ValueError("datasets must be a non-empty list of trace arrays")
-    n = n_actions
+    n = _check_count("n_actions", n_actions)
     data = [check_complete_traces(d, n) for d in datasets]
     D, nc, K = len(data), cfg.n_chains, cfg.K
     C = D * nc
@@ -176,8 +207,8 @@ def run_mcmc_many(datasets, n_actions: int, cfg: MCMCConfig, progress: bool = Tr
         g = rng.standard_normal((C, n, K))
         U0 = math.sqrt(0.5) * g + math.sqrt(0.5) * rng.standard_normal((C, n, 1))
     U = torch.as_tensor(U0, dtype=dt, device=dev)
-    rho = torch.full((C,), 0.5, dtype=dt, device=dev)
-    beta = torch.full((C,), 1.0, dtype=dt, device=dev)
+    rho = torch.full((C,), RHO_INIT, dtype=dt, device=dev)
+    beta = torch.full((C,), BETA_INIT, dtype=dt, device=dev)
     ll = loglik(dominance(U), beta)
     lpU = log_prior_U(U, rho)
     a_beta, b_beta = cfg.beta_prior

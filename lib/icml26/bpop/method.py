@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..core.checks import check_device as _check_device  # noqa: F401
+
 # --------------------------------------------------------------------------------------------
 # Cloud-IaC-6 ground truth (spec Sec. 7.2; the authors' public dataset, CC BY 4.0)
 # --------------------------------------------------------------------------------------------
@@ -58,13 +60,34 @@ def _check_prob(name: str, x, lo_closed: bool = True, hi_open: bool = True) -> f
     return x
 
 
+def _check_real(name: str, x, lo: float | None = None, strict: bool = False) -> float:
+    """A finite real number (not a bool), optionally ``> lo`` (``strict``) or ``>= lo``."""
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a real number, got {type(x).__name__}")
+    x = float(x)
+    if not math.isfinite(x) or (lo is not None and (x <= lo if strict else x < lo)):
+        bound = "" if lo is None else f" and {'>' if strict else '>='} {lo}"
+        raise ValueError(f"{name} must be finite{bound}, got {x}")
+    return x
+
+
+def _check_count(name: str, x, lo: int = 1) -> int:
+    """An integer (not a bool) ``>= lo``."""
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {type(x).__name__}")
+    if x < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {x!r}")
+    return int(x)
+
+
+def _check_po(name: str, po) -> PartialOrder:
+    if not isinstance(po, PartialOrder):
+        raise TypeError(f"{name} must be a PartialOrder, got {type(po).__name__}")
+    return po
+
+
 def _check_beta(beta) -> float:
-    if isinstance(beta, bool) or not isinstance(beta, (int, float, np.floating, np.integer)):
-        raise TypeError(f"beta must be a real number, got {type(beta).__name__}")
-    beta = float(beta)
-    if not math.isfinite(beta) or beta < 0:
-        raise ValueError(f"beta must be finite and >= 0, got {beta}")
-    return beta
+    return _check_real("beta", beta, lo=0.0)
 
 
 def _as_bool_matrix(name: str, a) -> np.ndarray:
@@ -288,8 +311,7 @@ def dominance(U) -> np.ndarray:
 def count_linear_extensions(closure: np.ndarray, mask: int, max_n: int = 18, cache: dict | None = None) -> int:
     """Number of linear extensions of ``closure`` restricted to the bitmask ``mask`` (memoised)."""
     n = closure.shape[0]
-    if isinstance(max_n, bool) or not isinstance(max_n, int) or max_n < 1:
-        raise ValueError(f"max_n must be a positive integer, got {max_n!r}")
+    max_n = _check_count("max_n", max_n)
     if bin(mask).count("1") > max_n:
         raise ValueError(f"counting linear extensions of {bin(mask).count('1')} actions exceeds max_n={max_n} "
                          "(the count is #P-hard; raise max_n deliberately)")
@@ -348,8 +370,7 @@ def trace_log_likelihood(trace, po: PartialOrder, beta: float, eps: float, utili
 
     A partial trace over the observed set ``O`` is scored under the restriction ``h|_O``.
     """
-    if not isinstance(po, PartialOrder):
-        raise TypeError(f"po must be a PartialOrder, got {type(po).__name__}")
+    _check_po("po", po)
     y = check_trace(trace, po.n)
     c = po.closure[np.ix_(y, y)]  # restriction to the observed set, in trace order
     rem = np.ones(len(y), dtype=bool)
@@ -409,7 +430,9 @@ def batched_log_likelihood(R: torch.Tensor, closure: torch.Tensor, beta, eps: fl
         raise ValueError(f"R has {R.shape[0]} per-chain data sets but closure has {c} chains")
     if isinstance(beta, bool) or not isinstance(beta, (int, float, torch.Tensor, np.floating, np.integer)):
         raise TypeError(f"beta must be a number or a tensor, got {type(beta).__name__}")
-    beta = torch.as_tensor(beta, device=R.device).to(R.dtype).reshape(-1)
+    # a Python or NumPy number goes straight to R's dtype (through float32 it would be off by ~1e-7)
+    beta = (beta.to(device=R.device, dtype=R.dtype) if isinstance(beta, torch.Tensor)
+            else torch.tensor(float(beta), dtype=R.dtype, device=R.device)).reshape(-1)
     if beta.numel() not in (1, c):
         raise ValueError(f"beta must have 1 or {c} entries, got {beta.numel()}")
     if not torch.isfinite(beta).all() or (beta < 0).any():
@@ -428,16 +451,19 @@ def _batched_core(R, closure, beta, eps, chosen, utility="log_successors", weigh
     npred = (Rb @ C).view(c, n, m, n)                           # remaining predecessors of each action
     Rb = Rb.view(-1, n, m, n)
     front = (Rb > 0) & (npred < 0.5)
-    if utility == "log_successors":
-        S = (R.reshape(-1, n * m, n) @ C.transpose(-1, -2)).view(c, n, m, n)   # remaining successors
-        logits = beta[:, None, None, None] * torch.log1p(S)
-    else:
-        logits = torch.zeros_like(npred)
-    logits = logits.masked_fill(~front, -math.inf)
-    lsm = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
     ch = chosen if chosen.dim() == 3 else chosen[None]
     ch = ch.expand(c, -1, -1).unsqueeze(-1).long()
-    lp_front = torch.gather(lsm, -1, ch).squeeze(-1)            # (c, n, m)
+    if utility == "log_successors":
+        # softmax over the frontier of beta log(1 + S) as a ratio of powers: exp(beta log(1 + S)) =
+        # (1 + S)^beta, scaled by n^(-beta/2) so that float32 neither overflows nor underflows for any
+        # beta below ~50 (S <= n - 1); cheaper than a masked logsumexp, equal up to round-off
+        S = (R.reshape(-1, n * m, n) @ C.transpose(-1, -2)).view(c, n, m, n)   # remaining successors
+        b4 = beta[:, None, None, None]
+        w = torch.where(front, ((1 + S) * (1 / math.sqrt(n))) ** b4, torch.zeros((), dtype=R.dtype, device=R.device))
+        log_z = torch.log(w.sum(-1)) + beta[:, None, None] * (0.5 * math.log(n))
+        lp_front = beta[:, None, None] * torch.log1p(torch.gather(S, -1, ch).squeeze(-1)) - log_z   # (c, n, m)
+    else:
+        lp_front = -torch.log(front.sum(-1).to(R.dtype))                                            # uniform
     in_front = torch.gather(front, -1, ch).squeeze(-1)
     n_rem = torch.arange(n, 0, -1, dtype=R.dtype, device=R.device)[None, :, None]
     log_unif = torch.log(eps / n_rem).expand_as(lp_front)
@@ -465,10 +491,10 @@ def queue_jump_log_likelihood(trace, po: PartialOrder, p: float, max_n: int = 16
     """Exact queue-jump likelihood (Sec. 3.6):
     ``p(y_t=a) = (1-p) e(h[R_t minus a]) / e(h[R_t]) 1[a in F_t] + p / |R_t|``, with ``e`` the number of
     linear extensions (memoised down-set recursion; refused above ``max_n`` actions)."""
-    if not isinstance(po, PartialOrder):
-        raise TypeError(f"po must be a PartialOrder, got {type(po).__name__}")
+    _check_po("po", po)
     p = _check_prob("p", p)
     y = check_trace(trace, po.n)
+    max_n = _check_count("max_n", max_n)
     if len(y) > max_n:
         raise ValueError(f"queue-jump likelihood on {len(y)} actions exceeds max_n={max_n} (#P-hard counting)")
     c = po.closure[np.ix_(y, y)]
@@ -494,8 +520,7 @@ def queue_jump_log_likelihood(trace, po: PartialOrder, p: float, max_n: int = 16
 def sample_trace(po: PartialOrder, beta: float, eps: float, rng: np.random.Generator,
                  preference: np.ndarray | None = None, utility: str = "log_successors") -> list[int]:
     """Draw one complete trace from Eq. (F); ``preference`` adds a persona bias to Q (Sec. 7.2)."""
-    if not isinstance(po, PartialOrder):
-        raise TypeError(f"po must be a PartialOrder, got {type(po).__name__}")
+    _check_po("po", po)
     beta, eps = _check_beta(beta), _check_prob("eps", eps)
     c = po.closure
     pref = np.zeros(po.n) if preference is None else np.asarray(preference, dtype=float)
@@ -516,8 +541,7 @@ def sample_trace(po: PartialOrder, beta: float, eps: float, rng: np.random.Gener
 
 def prior_sample_U(n: int, K: int, rho: float, rng: np.random.Generator) -> np.ndarray:
     """Rows of U i.i.d. N(0, Sigma_rho), Sigma_rho = (1-rho) I + rho 11^T (Sec. 3.1)."""
-    if isinstance(K, bool) or not isinstance(K, int) or K < 1:
-        raise ValueError(f"K must be an integer >= 1, got {K!r}")
+    n, K = _check_count("n", n), _check_count("K", K)
     rho = _check_prob("rho", rho)
     g = rng.standard_normal((n, K))
     g0 = rng.standard_normal((n, 1))

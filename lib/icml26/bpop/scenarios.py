@@ -35,6 +35,36 @@ def softmax_traces(po: PartialOrder, m: int, beta: float, eps: float, seed: int 
     return np.array([sample_trace(po, beta, eps, rng) for _ in range(m)])
 
 
+def softmax_traces_batch(po: PartialOrder, m: int, beta: float, eps: float, rng: np.random.Generator) -> np.ndarray:
+    """``m`` traces from Eq. (2), the same law as :func:`softmax_traces`, drawn all at once: one loop
+    over the ``n`` steps, vectorised over traces (another random stream than the per-trace sampler)."""
+    if not isinstance(po, PartialOrder):
+        raise TypeError(f"po must be a PartialOrder, got {type(po).__name__}")
+    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
+        raise ValueError(f"m must be an integer >= 1, got {m!r}")
+    if isinstance(beta, bool) or not isinstance(beta, (int, float, np.floating)) or not np.isfinite(beta) or beta < 0:
+        raise ValueError(f"beta must be a finite number >= 0, got {beta!r}")
+    eps = _check_prob("eps", eps)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
+    n, C = po.n, po.closure.astype(np.float64)
+    rem = np.ones((m, n), dtype=bool)
+    out = np.empty((m, n), dtype=np.int64)
+    rows = np.arange(m)
+    for t in range(n):
+        r = rem.astype(np.float64)
+        front = rem & ((r @ C) < 0.5)                      # no remaining predecessor
+        q = beta * np.log1p(r @ C.T)                       # beta Q_t(a), remaining successors
+        w = np.where(front, np.exp(q - np.where(front, q, -np.inf).max(1, keepdims=True)), 0.0)
+        w = np.where((rng.random(m) < eps)[:, None], r, w)  # trembling hand: any remaining action
+        cum = np.cumsum(w / w.sum(1, keepdims=True), 1)
+        a = np.minimum((cum < rng.random(m)[:, None]).sum(1), n - 1)
+        a = np.where(rem[rows, a], a, np.argmax(rem, 1))  # guard against round-off at the top of cum
+        out[:, t] = a
+        rem[rows, a] = False
+    return out
+
+
 def simulate_agents(po: PartialOrder, n_agents: int = 6, traces_per_agent: int = 9, beta_range=(0.5, 2.0),
                     tau: float = 0.5, eps_max: float = 0.05, seed: int = 0, include_expert: bool = True) -> np.ndarray:
     """Heterogeneous personas (book choice): persona a picks on the frontier with softmax(beta_a (Q + pi_a)),

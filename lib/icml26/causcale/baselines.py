@@ -30,10 +30,19 @@ def corr_scores(x) -> np.ndarray:
     return s
 
 
-def invcov_scores(x_raw, method: str = "auto") -> np.ndarray:
-    """INVCOV: ``|Theta_ij|`` of the estimated precision matrix (the CauScale prior), zero diagonal."""
+def invcov_scores(x_raw, method: str = "auto", symmetrize: bool = True) -> np.ndarray:
+    """INVCOV: ``|Theta_ij|`` of the estimated precision matrix (the CauScale prior), zero diagonal.
+
+    ``symmetrize=True`` (the book) averages the matrix with its transpose, so the score is exactly
+    symmetric and every pair is a tie: tie-honest, it cannot orient (OA 0.5, AP at most about 0.5 per
+    edge pair). ``False`` keeps the round-off asymmetry of ``pinv`` (about 1e-16 relative) as the
+    official score does; it then breaks the ties at random, which orients nothing but raises the
+    average precision a little (the step-wise AP of a tie group is below its random-order mean)."""
+    if not isinstance(symmetrize, bool):
+        raise TypeError(f"symmetrize must be a bool, got {type(symmetrize).__name__}")
     s = np.abs(precision_prior(_x2d(x_raw, "x_raw"), method=method))
-    s = 0.5 * (s + s.T)          # exactly symmetric: round-off must not orient edges
+    if symmetrize:
+        s = 0.5 * (s + s.T)      # exactly symmetric: round-off must not orient edges
     np.fill_diagonal(s, 0.0)
     return s
 

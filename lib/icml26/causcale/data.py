@@ -14,28 +14,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-GRAPH_TYPES = ("er", "sf")
+from ._checks import check_device, check_generator, check_int, check_real, check_rng
+
+GRAPH_TYPES = ("er", "sf", "sf_official")
 MECHANISMS = ("linear", "nn", "nn_add", "sigmoid_add", "polynomial")
 INTERVENTIONS = ("all_single", "none")
 PRIOR_METHODS = ("auto", "pinv", "ledoit_wolf")
 
 
-def _rng(rng) -> np.random.Generator:
-    if rng is None:
-        return np.random.default_rng(0)
-    if isinstance(rng, (int, np.integer)):
-        return np.random.default_rng(int(rng))
-    if isinstance(rng, np.random.Generator):
-        return rng
-    raise TypeError(f"rng must be None, an int seed or a numpy Generator, got {type(rng).__name__}")
-
-
-def _int_arg(name: str, value, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {value}")
-    return int(value)
+_rng = check_rng
+_int_arg = check_int
 
 
 def _is_dag(adj: np.ndarray) -> bool:
@@ -74,16 +62,17 @@ def sample_dag(n_nodes: int, expected_degree: float, graph_type: str = "er", rng
     """Random DAG adjacency ``A[i, j] = 1`` iff ``i -> j`` (spec Sec. 3.9).
 
     ``er``: a random causal order; each ordered pair is an edge with probability
-    ``p = 2 deg / (n - 1)``, so ``E[#edges] = deg * n``. ``sf``: the node at causal position ``t``
-    draws ``Binomial(t, p)`` parents among the earlier nodes with probability proportional to
-    (out-degree + 1), i.e. preferential attachment (same expected edge count). Empty graphs are
-    redrawn.
+    ``p = 2 deg / (n - 1)``, so ``E[#edges] = deg * n``. ``sf`` (the book's, used for training):
+    going from the source end, the node at causal position ``t`` draws ``Binomial(t, p)`` distinct
+    parents among the earlier nodes with probability proportional to (out-degree + 1), i.e.
+    preferential attachment (same expected edge count). ``sf_official`` (the official generator,
+    ``dag_generator.py``): going from the *sink* end, the node at position ``t`` draws
+    ``Binomial(t, p)`` parents *with replacement* (duplicates collapse), so it has fewer edges and
+    smaller hubs. Empty graphs are redrawn.
     """
     n = _int_arg("n_nodes", n_nodes, 2)
-    if isinstance(expected_degree, bool) or not isinstance(expected_degree, (int, float, np.integer, np.floating)):
-        raise TypeError(f"expected_degree must be a number, got {expected_degree!r}")
-    deg = float(expected_degree)
-    if not np.isfinite(deg) or deg <= 0 or 2 * deg >= n:
+    deg = check_real("expected_degree", expected_degree)
+    if deg <= 0 or 2 * deg >= n:
         raise ValueError(f"expected_degree must be > 0 and < n_nodes / 2 = {n / 2}, got {expected_degree}")
     if graph_type not in GRAPH_TYPES:
         raise ValueError(f"graph_type must be one of {GRAPH_TYPES}, got {graph_type!r}")
@@ -94,6 +83,13 @@ def sample_dag(n_nodes: int, expected_degree: float, graph_type: str = "er", rng
         lower = np.zeros((n, n), dtype=np.int64)  # in causal-position coordinates: edge a -> b for a < b
         if graph_type == "er":
             lower = np.triu((g.random((n, n)) < p).astype(np.int64), k=1)
+        elif graph_type == "sf_official":
+            for t in range(n - 1, 0, -1):      # sink end first; parents sampled with replacement
+                k = g.binomial(t, p)
+                if k == 0:
+                    continue
+                w = lower[:t].sum(1) + 1.0
+                lower[g.choice(t, size=k, replace=True, p=w / w.sum()), t] = 1
         else:
             outdeg = np.zeros(n)
             for t in range(1, n):
@@ -167,10 +163,7 @@ def simulate_scm(adj, n_samples: int, mechanism: str = "linear", interventions: 
         raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
     if interventions not in INTERVENTIONS:
         raise ValueError(f"interventions must be one of {INTERVENTIONS}, got {interventions!r}")
-    if isinstance(noise_coeff, bool) or not isinstance(noise_coeff, (int, float, np.integer, np.floating)):
-        raise TypeError(f"noise_coeff must be a number, got {noise_coeff!r}")
-    if not np.isfinite(noise_coeff) or noise_coeff < 0:
-        raise ValueError(f"noise_coeff must be finite and >= 0, got {noise_coeff}")
+    check_real("noise_coeff", noise_coeff, lo=0.0)
     n = a.shape[0]
     m = _int_arg("n_samples", n_samples, 1)
     if interventions == "all_single" and m < n + 1:
@@ -228,10 +221,13 @@ def sample_linear_scm_batch(batch: int, n_nodes: int, n_samples: int, expected_d
     b = _int_arg("batch", batch, 1)
     n = _int_arg("n_nodes", n_nodes, 2)
     m = _int_arg("n_samples", n_samples, n + 1)
-    deg = float(expected_degree)
-    if not np.isfinite(deg) or deg <= 0 or 2 * deg >= n:
+    deg = check_real("expected_degree", expected_degree)
+    if deg <= 0 or 2 * deg >= n:
         raise ValueError(f"expected_degree must be > 0 and < n_nodes / 2, got {expected_degree}")
-    gen = generator if generator is not None else torch.Generator().manual_seed(0)
+    noise_coeff = check_real("noise_coeff", noise_coeff, lo=0.0)
+    device = check_device(device, "device")
+    gen = check_generator(generator, "generator")
+    gen = gen if gen is not None else torch.Generator().manual_seed(0)
     p = 2.0 * deg / (n - 1)
 
     def u(*shape):
@@ -344,6 +340,7 @@ def collate(items: list[dict], device="cpu") -> dict[str, torch.Tensor]:
     zeros)."""
     if not isinstance(items, (list, tuple)) or len(items) == 0:
         raise ValueError("items must be a non-empty list of tasks")
+    device = check_device(device, "device")
     ms = {it["x"].shape[0] for it in items}
     if len(ms) != 1:
         raise ValueError(f"items must all have the same number of samples, got {sorted(ms)}")

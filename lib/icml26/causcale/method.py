@@ -22,7 +22,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ._checks import check_device, check_int, check_real
+
 SCALINGS = ("sqrt_rows", "none")
+UNTIED_SCALINGS = ("sdpa", "official")
 SCHEDULES = ("figure", "code")
 
 
@@ -37,9 +40,16 @@ class TiedAxialAttention(nn.Module):
         a_cc' = softmax_c'( s * sum_r <q_rc, k_rc'> ),   o_rc = W_O [sum_c' a_cc' v_rc']_heads
 
     with ``s = 1 / (sqrt(d_h) sqrt(R))`` (``scaling="sqrt_rows"``) or ``s = 1`` (``"none"``, the
-    official graph stream). One ``C x C`` map per head is shared by all rows. Untied (AVICI / ESM
-    column attention): ``a_{r,cc'} = softmax_c'(<q_rc, k_rc'> / sqrt(d_h))`` per row (no scaling at
-    all with ``"none"``), i.e. standard attention applied to every row.
+    official graph stream). One ``C x C`` map per head is shared by all rows. Untied, one map per
+    row, ``a_{r,cc'} = softmax_c'(s_u <q_rc, k_rc'>)``, with two scalings (``untied_scaling``):
+
+    - ``"sdpa"`` (default): ``s_u = 1 / sqrt(d_h)``, standard attention applied to every row (AVICI /
+      ESM column attention; ``scaled_dot_product_attention`` row by row);
+    - ``"official"``: ``s_u = 1 / (sqrt(d_h) sqrt(R))``, what the official code's
+      ``--attn_shape rhnij`` computes: the tied layer's scale kept, each row's logits divided by
+      ``sqrt(R)`` although nothing is summed over rows (a softmax about ``sqrt(R)`` times flatter).
+
+    With ``scaling="none"`` neither variant scales its logits.
 
     ``key_mask [B, C]`` (True = valid) masks keys; ``row_mask [B, R]`` removes padded rows from the
     tied row sum (and from ``R``). ``return_attn=True`` also returns the map(s):
@@ -47,13 +57,15 @@ class TiedAxialAttention(nn.Module):
     """
 
     def __init__(self, embed_dim: int, n_heads: int, tied: bool = True, scaling: str = "sqrt_rows",
-                 dropout: float = 0.0):
+                 dropout: float = 0.0, untied_scaling: str = "sdpa"):
         super().__init__()
         _check_dims(embed_dim, n_heads)
         if scaling not in SCALINGS:
             raise ValueError(f"scaling must be one of {SCALINGS}, got {scaling!r}")
+        if untied_scaling not in UNTIED_SCALINGS:
+            raise ValueError(f"untied_scaling must be one of {UNTIED_SCALINGS}, got {untied_scaling!r}")
         self.embed_dim, self.n_heads, self.head_dim = embed_dim, n_heads, embed_dim // n_heads
-        self.tied, self.scaling = bool(tied), scaling
+        self.tied, self.scaling, self.untied_scaling = bool(tied), scaling, untied_scaling
         self.q_proj = nn.Linear(embed_dim, embed_dim)
         self.k_proj = nn.Linear(embed_dim, embed_dim)
         self.v_proj = nn.Linear(embed_dim, embed_dim)
@@ -70,12 +82,13 @@ class TiedAxialAttention(nn.Module):
         q = self.q_proj(z).view(b, r, c, h, dh)
         k = self.k_proj(z).view(b, r, c, h, dh)
         v = self.v_proj(z).view(b, r, c, h, dh)
+        if row_mask is not None:
+            n_rows = row_mask.sum(1).clamp_min(1).to(q.dtype)           # [B] valid rows
+        else:
+            n_rows = torch.full((b,), float(r), dtype=q.dtype, device=q.device)
         if self.tied:
             if row_mask is not None:
                 q = q * row_mask[:, :, None, None, None].to(q.dtype)   # padded rows leave the sum
-                n_rows = row_mask.sum(1).clamp_min(1).to(q.dtype)       # [B]
-            else:
-                n_rows = torch.full((b,), float(r), dtype=q.dtype, device=q.device)
             logits = torch.einsum("brihd,brjhd->bhij", q, k)           # summed over rows before softmax
             if self.scaling == "sqrt_rows":
                 logits = logits / (math.sqrt(dh) * n_rows.sqrt())[:, None, None, None]
@@ -87,6 +100,8 @@ class TiedAxialAttention(nn.Module):
             logits = torch.einsum("brihd,brjhd->brhij", q, k)
             if self.scaling == "sqrt_rows":
                 logits = logits / math.sqrt(dh)
+                if self.untied_scaling == "official":   # official rhnij: the tied 1/sqrt(R) kept per row
+                    logits = logits / n_rows.sqrt()[:, None, None, None, None]
             if key_mask is not None:
                 logits = logits.masked_fill(~key_mask[:, None, None, None, :], float("-inf"))
             attn = self.dropout(torch.softmax(logits, dim=-1))         # [B, R, h, C, C]
@@ -97,8 +112,7 @@ class TiedAxialAttention(nn.Module):
 
 def _check_dims(embed_dim, n_heads):
     for name, val in (("embed_dim", embed_dim), ("n_heads", n_heads)):
-        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-            raise ValueError(f"{name} must be a positive int, got {val!r}")
+        check_int(name, val, 1)
     if embed_dim % n_heads != 0:
         raise ValueError(f"embed_dim must be divisible by n_heads, got embed_dim={embed_dim}, n_heads={n_heads}")
 
@@ -115,13 +129,13 @@ class AxialLayer(nn.Module):
     """
 
     def __init__(self, embed_dim: int, n_heads: int, ffn_dim: int, tied: bool = True,
-                 scaling: str = "sqrt_rows", dropout: float = 0.0, scaling_r: str | None = None):
+                 scaling: str = "sqrt_rows", dropout: float = 0.0, scaling_r: str | None = None,
+                 untied_scaling: str = "sdpa"):
         super().__init__()
-        if isinstance(ffn_dim, bool) or not isinstance(ffn_dim, int) or ffn_dim < 1:
-            raise ValueError(f"ffn_dim must be a positive int, got {ffn_dim!r}")
+        check_int("ffn_dim", ffn_dim, 1)
         self.ln_c, self.ln_r, self.ln_f = nn.LayerNorm(embed_dim), nn.LayerNorm(embed_dim), nn.LayerNorm(embed_dim)
-        self.attn_c = TiedAxialAttention(embed_dim, n_heads, tied, scaling, dropout)
-        self.attn_r = TiedAxialAttention(embed_dim, n_heads, tied, scaling_r or scaling, dropout)
+        self.attn_c = TiedAxialAttention(embed_dim, n_heads, tied, scaling, dropout, untied_scaling)
+        self.attn_r = TiedAxialAttention(embed_dim, n_heads, tied, scaling_r or scaling, dropout, untied_scaling)
         self.ffn = nn.Sequential(nn.Linear(embed_dim, ffn_dim), nn.GELU(), nn.Dropout(dropout),
                                  nn.Linear(ffn_dim, embed_dim))
         self.drop = nn.Dropout(dropout)
@@ -145,8 +159,7 @@ class ReductionUnit(nn.Module):
 
     def __init__(self, r: int = 2):
         super().__init__()
-        if isinstance(r, bool) or not isinstance(r, int) or r < 1:
-            raise ValueError(f"r must be an int >= 1, got {r!r}")
+        r = check_int("r", r, 1)
         self.r = r
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
@@ -173,9 +186,8 @@ def reduce_after(block: int, n_blocks: int, k: int, variant: str = "figure") -> 
 def reduction_schedule(m: int, n_blocks: int, k: int = 2, r: int = 2, variant: str = "figure") -> list[int]:
     """Effective sample length ``m_b`` at each block (Sec. 3.5); ``figure``:
     ``m_b = m / r^floor(b/k)`` (integer division at each reduction)."""
-    for name, val, lo in (("m", m, 1), ("n_blocks", n_blocks, 1), ("k", k, 1), ("r", r, 1)):
-        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < lo:
-            raise ValueError(f"{name} must be an int >= {lo}, got {val!r}")
+    m, n_blocks, k, r = (check_int(name, val, 1) for name, val in (("m", m), ("n_blocks", n_blocks), ("k", k),
+                                                                     ("r", r)))
     if variant not in SCHEDULES:
         raise ValueError(f"variant must be one of {SCHEDULES}, got {variant!r}")
     out, cur = [], int(m)
@@ -197,10 +209,7 @@ def attention_map_floats(m: int, n: int, n_heads: int = 1, tied: bool = True, st
     """(T1) Attention probabilities stored by one axial layer per dataset: data stream
     ``h (n^2 + m^2)`` tied, ``h (m n^2 + n m^2)`` untied; graph stream (both axes over the ``n x n``
     grid) ``2 h n^2`` tied, ``2 h n^3`` untied."""
-    for name, val in (("m", m), ("n", n), ("n_heads", n_heads)):
-        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1:
-            raise ValueError(f"{name} must be a positive int, got {val!r}")
-    m, n, h = int(m), int(n), int(n_heads)
+    m, n, h = (check_int(name, val, 1) for name, val in (("m", m), ("n", n), ("n_heads", n_heads)))
     if stream == "data":
         return h * (n * n + m * m) if tied else h * (m * n * n + n * m * m)
     if stream == "graph":
@@ -220,10 +229,11 @@ class Data2Graph(nn.Module):
     ``d``), mean over samples, two pooling MLPs and ``S_ij = <u_i, v_j>`` (not symmetric)."""
 
     def __init__(self, embed_dim: int, n_heads: int, tied: bool = True, scaling: str = "sqrt_rows",
-                 dropout: float = 0.0):
+                 dropout: float = 0.0, untied_scaling: str = "sdpa"):
         super().__init__()
         # official: variable-axis attention scaled, sample-axis attention not
-        self.axial = AxialLayer(embed_dim, n_heads, embed_dim, tied, scaling, dropout, scaling_r="none")
+        self.axial = AxialLayer(embed_dim, n_heads, embed_dim, tied, scaling, dropout, scaling_r="none",
+                                untied_scaling=untied_scaling)
         self.pool_u, self.pool_v = _pool_mlp(embed_dim), _pool_mlp(embed_dim)
 
     def forward(self, h_data: torch.Tensor, node_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -273,7 +283,9 @@ def _check_inputs(x, interv, prior, node_mask, need_prior=True):
 class CauScale(nn.Module):
     """CauScale (Sec. 3.6, Algorithm 1). ``forward(x, interv, prior, node_mask) -> PairLogits``.
 
-    Flags: ``tied`` (tied vs untied attention everywhere), ``use_reduction`` and the schedule
+    Flags: ``tied`` (tied vs untied attention everywhere; ``untied_scaling`` picks the untied
+    logits' scale, ``"sdpa"`` standard attention per row or ``"official"`` the official
+    ``--attn_shape rhnij`` that keeps the extra ``1/sqrt(R)``), ``use_reduction`` and the schedule
     (``reduction_k``, ``reduction_r``, ``schedule_variant``), ``use_graph_prior`` (False: the prior
     is replaced by the constant 0.2, the official ``feature_map=zero`` ablation), ``graph_scaling``
     (official: ``"none"``; book default ``"sqrt_rows"``), ``symmetric_head`` (exactly
@@ -283,12 +295,14 @@ class CauScale(nn.Module):
     def __init__(self, embed_dim: int = 32, n_heads: int = 4, ffn_dim: int = 64, n_blocks: int = 4,
                  reduction_k: int = 2, reduction_r: int = 2, use_reduction: bool = True, tied: bool = True,
                  use_graph_prior: bool = True, data_scaling: str = "sqrt_rows", graph_scaling: str = "sqrt_rows",
-                 symmetric_head: bool = False, dropout: float = 0.0, schedule_variant: str = "figure"):
+                 symmetric_head: bool = False, dropout: float = 0.0, schedule_variant: str = "figure",
+                 untied_scaling: str = "sdpa"):
         super().__init__()
         _check_dims(embed_dim, n_heads)
+        if untied_scaling not in UNTIED_SCALINGS:
+            raise ValueError(f"untied_scaling must be one of {UNTIED_SCALINGS}, got {untied_scaling!r}")
         for name, val in (("reduction_k", reduction_k), ("reduction_r", reduction_r), ("n_blocks", n_blocks)):
-            if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {val!r}")
+            check_int(name, val, 1)
         for name, val in (("data_scaling", data_scaling), ("graph_scaling", graph_scaling)):
             if val not in SCALINGS:
                 raise ValueError(f"{name} must be one of {SCALINGS}, got {val!r}")
@@ -298,19 +312,20 @@ class CauScale(nn.Module):
                            reduction_k=reduction_k, reduction_r=reduction_r, use_reduction=use_reduction,
                            tied=tied, use_graph_prior=use_graph_prior, data_scaling=data_scaling,
                            graph_scaling=graph_scaling, symmetric_head=symmetric_head, dropout=dropout,
-                           schedule_variant=schedule_variant)
+                           schedule_variant=schedule_variant, untied_scaling=untied_scaling)
         d = embed_dim
+        us = untied_scaling
         self.n_blocks, self.k, self.r = n_blocks, reduction_k, reduction_r
         self.use_reduction, self.use_graph_prior, self.symmetric_head = use_reduction, use_graph_prior, symmetric_head
         self.schedule_variant = schedule_variant
         self.embed_data = nn.Sequential(nn.Linear(2, d), nn.LayerNorm(d))
         self.embed_graph = nn.Sequential(nn.Linear(1, d), nn.LayerNorm(d))
-        self.data_layers = nn.ModuleList(AxialLayer(d, n_heads, ffn_dim, tied, data_scaling, dropout)
-                                         for _ in range(n_blocks))
-        self.bridges = nn.ModuleList(Data2Graph(d, n_heads, tied, data_scaling, dropout) for _ in range(n_blocks))
+        self.data_layers = nn.ModuleList(AxialLayer(d, n_heads, ffn_dim, tied, data_scaling, dropout,
+                                                    untied_scaling=us) for _ in range(n_blocks))
+        self.bridges = nn.ModuleList(Data2Graph(d, n_heads, tied, data_scaling, dropout, us) for _ in range(n_blocks))
         self.fuse = nn.ModuleList(nn.Linear(d + 1, d) for _ in range(n_blocks))
-        self.graph_layers = nn.ModuleList(AxialLayer(d, n_heads, ffn_dim, tied, graph_scaling, dropout)
-                                          for _ in range(n_blocks))
+        self.graph_layers = nn.ModuleList(AxialLayer(d, n_heads, ffn_dim, tied, graph_scaling, dropout,
+                                                     untied_scaling=us) for _ in range(n_blocks))
         self.reduce = ReductionUnit(reduction_r)
         self.ln_out = nn.LayerNorm(d)
         self.head = nn.Sequential(nn.Linear(2 * d, 2 * d), nn.GELU(), nn.LayerNorm(2 * d), nn.Linear(2 * d, 3))
@@ -466,15 +481,16 @@ def train_amortized(model: nn.Module, task_sampler, n_steps: int, batch_size: in
     ``task_sampler(rng, batch_size) -> batch dict`` and takes one AdamW step on the model's loss.
     The data stream is seeded by ``seed`` (numpy); returns the loss per step and the requested
     snapshots (state dicts at the given step counts)."""
-    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 0:
-        raise ValueError(f"n_steps must be an int >= 0, got {n_steps!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    check_int("n_steps", n_steps, 0)
+    check_int("batch_size", batch_size, 1)
+    check_real("lr", lr, lo=0.0, strict=True)
+    check_real("weight_decay", weight_decay, lo=0.0)
+    if not callable(task_sampler):
+        raise TypeError(f"task_sampler must be a callable (rng, batch_size) -> batch, got {type(task_sampler).__name__}")
+    device = check_device(device, "device")
     from tqdm.auto import tqdm
 
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_int("seed", seed, 0))
     model.to(device).train()
     opt = torch.optim.AdamW(param_groups(model, weight_decay), lr=lr)
     hist = TrainHistory()

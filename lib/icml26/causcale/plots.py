@@ -101,7 +101,7 @@ def dataset_view(task: dict, theta_abs: np.ndarray, moral: np.ndarray):
 def learning_curves(losses: dict, window: int = 10):
     """Training loss (moving average) per variant, one line per seed."""
     fig, ax = plt.subplots(figsize=(5.2, 2.8))
-    names = {"full": "CauScale", "no_prior": "no prior", "untied": "untied attention"}
+    from .training import VARIANT_NAMES as names
     colors = method_colors(list(names.values()))
     seen = set()
     for (_seed, variant), curve in losses.items():

@@ -6,7 +6,8 @@ Regenerate the checkpoint with::
 
 It trains, for every seed of the preset, the full model (``steps_full`` steps, snapshot at
 ``steps_ablation``) and the no-prior ablation for ``steps_ablation`` steps, and the untied-attention
-ablation (the slowest) for the seeds in ``untied_seeds``, on CPU with one thread, and stores fp16 state dicts plus the fp32 loss
+ablation (the slowest) for the seeds in ``untied_seeds`` (its official-scale twin for
+``official_untied_seeds``), on CPU with one thread, and stores fp16 state dicts plus the fp32 loss
 curves. ``tests/test_causcale.py`` retrains the first steps and compares them with the stored curve.
 """
 
@@ -26,7 +27,10 @@ from .data import collate, make_task
 from .method import AVICIStyle, CauScale, train_amortized
 from .presets import CauScalePreset, preset
 
-VARIANTS = ("full", "no_prior", "untied")
+VARIANTS = ("full", "no_prior", "untied", "untied_official")
+UNTIED = ("untied", "untied_official")    # the slow ablations
+VARIANT_NAMES = {"full": "CauScale", "no_prior": "no prior", "untied": "untied, per-row scale",
+                 "untied_official": "untied, official rhnij scale"}
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[3] / "data" / "causcale" / "causcale_book.pt"
 
 
@@ -46,14 +50,17 @@ def task_sampler(cfg: CauScalePreset, mechanism: str = "linear"):
 
 def build_model(cfg: CauScalePreset, variant: str = "full") -> torch.nn.Module:
     """The full model or a one-change ablation: ``no_prior`` (constant prior), ``untied`` (untied
-    attention in both streams); ``avici`` is the AVICI-style data-only untied baseline."""
+    attention in both streams, standard per-row scaling ``1/sqrt(d_h)``), ``untied_official`` (untied
+    with the official ``--attn_shape rhnij`` scaling, which keeps the tied layer's ``1/sqrt(R)``);
+    ``avici`` is the AVICI-style data-only untied baseline."""
     kw = dict(embed_dim=cfg.embed_dim, n_heads=cfg.n_heads, ffn_dim=cfg.ffn_dim)
     if variant == "avici":
         return AVICIStyle(n_layers=cfg.n_blocks, **kw)
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS + ('avici',)}, got {variant!r}")
     return CauScale(n_blocks=cfg.n_blocks, reduction_k=cfg.reduction_k, reduction_r=cfg.reduction_r,
-                    use_graph_prior=variant != "no_prior", tied=variant != "untied", **kw)
+                    use_graph_prior=variant != "no_prior", tied=variant not in UNTIED,
+                    untied_scaling="official" if variant == "untied_official" else "sdpa", **kw)
 
 
 def train_variant(cfg: CauScalePreset, variant: str, seed: int, n_steps: int, device="cpu",
@@ -87,14 +94,36 @@ def train_checkpoint(cfg: CauScalePreset, out: str | Path, progress: bool = True
             snaps = (cfg.steps_ablation, cfg.steps_full) if variant == "full" else (steps,)
             _, hist = train_variant(cfg, variant, seed, steps, snapshot_steps=snaps, progress=progress)
             for step, sd in hist.snapshots.items():
-                payload["models"][f"seed{seed}/{variant}@{step}"] = {k: v.half() for k, v in sd.items()}
+                payload["models"][f"seed{seed}/{variant}@{step}"] = pack_state_dict(sd)
             payload["losses"][f"seed{seed}/{variant}"] = hist.losses
             torch.save(payload, out)
     return payload
 
 
+def pack_state_dict(sd: dict) -> dict:
+    """A state dict as one flat float16 tensor plus its names and shapes (a fifth of the pickle
+    overhead of storing every tensor apart). Buffers and parameters are all floating here."""
+    names = list(sd)
+    return {"flat": torch.cat([sd[k].detach().reshape(-1).half() for k in names]), "names": names,
+            "shapes": [tuple(sd[k].shape) for k in names]}
+
+
+def unpack_state_dict(entry: dict) -> dict:
+    """The float32 state dict of a stored model (packed by :func:`pack_state_dict`, or a plain dict of
+    float16 tensors as the first version of the checkpoint stored it)."""
+    if "flat" not in entry:
+        return {k: v.float() for k, v in entry.items()}
+    out, start = {}, 0
+    for name, shape in zip(entry["names"], entry["shapes"], strict=True):
+        size = int(np.prod(shape)) if len(shape) else 1
+        out[name] = entry["flat"][start:start + size].float().reshape(shape)
+        start += size
+    return out
+
+
 def merge_checkpoints(out: str | Path, parts, cfg: CauScalePreset) -> dict:
-    """Merge checkpoints trained (e.g. in parallel, one seed each) with the same training fields."""
+    """Merge checkpoints trained (e.g. in parallel, one seed each) with the same training fields; every
+    model is stored packed (:func:`pack_state_dict`)."""
     payload = None
     for part in parts:
         ck = load_checkpoint(part)
@@ -106,15 +135,19 @@ def merge_checkpoints(out: str | Path, parts, cfg: CauScalePreset) -> dict:
             payload["models"].update(ck["models"])
             payload["losses"].update(ck["losses"])
     payload["preset"] = dataclasses.asdict(cfg)
-    payload["models"] = dict(sorted(payload["models"].items()))
+    payload["models"] = {k: v if "flat" in v else pack_state_dict(unpack_state_dict(v))
+                         for k, v in sorted(payload["models"].items())}
     payload["losses"] = dict(sorted(payload["losses"].items()))
     torch.save(payload, out)
     return payload
 
 
 def variants_for(cfg: CauScalePreset, seed: int) -> tuple:
-    """The variants trained for ``seed``: the untied ablation (the slowest) only for ``cfg.untied_seeds``."""
-    return tuple(v for v in VARIANTS if v != "untied" or seed in cfg.untied_seeds)
+    """The variants trained for ``seed``: the untied ablation with the standard scale (the slowest
+    variant) for ``cfg.untied_seeds``, the one with the official rhnij scale for
+    ``cfg.official_untied_seeds``."""
+    seeds = {"untied": cfg.untied_seeds, "untied_official": cfg.official_untied_seeds}
+    return tuple(v for v in VARIANTS if v not in seeds or seed in seeds[v])
 
 
 def stored_seeds(ckpt: dict, cfg: CauScalePreset) -> tuple:
@@ -140,7 +173,7 @@ def model_from_checkpoint(ckpt: dict, cfg: CauScalePreset, variant: str, seed: i
     if key not in ckpt["models"]:
         raise KeyError(f"checkpoint has no model {key!r}; it holds {sorted(ckpt['models'])}")
     model = build_model(cfg, variant)
-    model.load_state_dict({k: v.float() for k, v in ckpt["models"][key].items()})
+    model.load_state_dict(unpack_state_dict(ckpt["models"][key]))
     return model.eval()
 
 

@@ -20,9 +20,11 @@ from torch import Tensor
 from torch.func import functional_call, vmap
 
 from .method import (
+    _check_generator,
     _check_hparams,
     _check_inputs,
     _pairs,
+    check_work,
     ct_kv,
     dropout_mask,
     evaluate,
@@ -31,7 +33,7 @@ from .method import (
     loo_mask,
     optimise,
 )
-from .model import KV, check_demos, demo_tokens, query_tokens
+from .model import KV, check_demos, demo_tokens, model_dtype, query_tokens
 
 
 # ----------------------------------------------------------------------------------------- no optimisation
@@ -39,21 +41,27 @@ def icl_predict(model, x_demo: Tensor, y_demo: Tensor, x_query: Tensor) -> Tenso
     """In-context learning: one causal pass over the demonstrations, then the queries. ``[B,q]``."""
     if not isinstance(x_query, Tensor):
         raise TypeError(f"x_query must be a torch.Tensor, got {type(x_query).__name__}")
-    check_demos(x_demo, y_demo, model.dim, x_query)
+    check_demos(x_demo, y_demo, model.dim, x_query, dtype=model_dtype(model))
     with torch.no_grad():
         return model.predict(model.encode_demos(demo_tokens(x_demo, y_demo)), query_tokens(x_query))
 
 
 def empty_context(model, batch: int, device=None) -> KV:
-    """A cache with no positions (zero-shot): per layer ``[B,H,0,d_h]``."""
-    z = torch.zeros(batch, model.n_heads, 0, model.d_head, device=device)
+    """A cache with no positions (zero-shot): per layer ``[B,H,0,d_h]`` (in the model's dtype)."""
+    z = torch.zeros(batch, model.n_heads, 0, model.d_head, device=device, dtype=model_dtype(model))
     return [(z, z) for _ in range(model.n_layers)]
 
 
 def zero_shot_predict(model, x_query: Tensor) -> Tensor:
     """Zero-shot: each query attends only to itself. ``[B,q]``."""
-    if not isinstance(x_query, Tensor) or x_query.dim() != 3 or x_query.shape[-1] != model.dim:
-        raise ValueError(f"x_query must be a [B,q,{model.dim}] tensor")
+    if not isinstance(x_query, Tensor) or x_query.dim() != 3 or x_query.shape[-1] != model.dim \
+            or x_query.shape[0] < 1:
+        raise ValueError(f"x_query must be a [B,q,{model.dim}] tensor with B >= 1")
+    if x_query.dtype != model_dtype(model):
+        raise TypeError(f"x_query is {x_query.dtype} but the model's weights are {model_dtype(model)}; "
+                        f"cast with .to({model_dtype(model)})")
+    if not bool(torch.isfinite(x_query).all()):
+        raise ValueError("x_query must be finite")
     with torch.no_grad():
         return model.predict(empty_context(model, x_query.shape[0], x_query.device), query_tokens(x_query))
 
@@ -82,6 +90,7 @@ def _check_virtual(n_virtual) -> None:
 
 def irrelevant_tokens(batch: int, m: int, dim: int, generator=None, device=None) -> Tensor:
     """``m`` demonstration-like tokens that carry no information about the task: ``[B,m,D+2]``."""
+    _check_generator(generator)
     x = torch.randn(batch, m, dim, generator=generator)
     y = torch.randn(batch, m, generator=generator)
     return demo_tokens(x, y).to(device)
@@ -94,7 +103,7 @@ def prefix_tuning(model, x_demo: Tensor, y_demo: Tensor, *, n_virtual: int = 16,
     as the cache of irrelevant tokens, trained on ``1/k sum_i (f(x_i | KV) - y_i)^2``. Returns the cache."""
     _check_hparams(steps, lr, 0.0, grad_clip)
     _check_virtual(n_virtual)
-    _check_inputs(model, x_demo, y_demo, False)
+    _check_inputs(model, x_demo, y_demo, False, generator)
     B, k, _ = x_demo.shape
     dev = x_demo.device
     with frozen(model):
@@ -118,7 +127,7 @@ def prompt_tuning(model, x_demo: Tensor, y_demo: Tensor, *, n_virtual: int = 16,
     embeddings of irrelevant tokens, re-encoded (causally) every step. Returns the final cache."""
     _check_hparams(steps, lr, 0.0, grad_clip)
     _check_virtual(n_virtual)
-    _check_inputs(model, x_demo, y_demo, False)
+    _check_inputs(model, x_demo, y_demo, False, generator)
     B, k, _ = x_demo.shape
     dev = x_demo.device
     with frozen(model):
@@ -190,6 +199,7 @@ def test_time_training(model, x_demo: Tensor, y_demo: Tensor, *, steps: int = 50
     (``vmap``); the original model is untouched. Returns a :class:`PerTaskModel` (predict with ICL)."""
     _check_hparams(steps, lr, 0.0, grad_clip)
     _check_inputs(model, x_demo, y_demo, True)
+    check_work(model, x_demo)
     B, k, D = x_demo.shape
     dev = x_demo.device
     params = {n: p.detach().unsqueeze(0).repeat(B, *([1] * p.dim())).clone().requires_grad_(True)

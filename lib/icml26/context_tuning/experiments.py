@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from icml26.core import synchronize
+from icml26.core import Comparison, Grid, synchronize, t_interval, tune
 
 from .baselines import (
     icl_predict,
@@ -31,8 +31,13 @@ CONDITIONS = {
     "noisy": (ICLTaskConfig(noise=0.5), None),
     "few-shot k=8": (ICLTaskConfig(), 8),
 }
-ALL_METHODS = ("zero-shot", "icl", "ridge", "ct-kv", "ct-kv (no loo)", "ct-kv (no dropout)", "ct-prompt",
-               "prefix tuning", "prompt tuning", "ttt", "ttt + ct-kv")
+ALL_METHODS = ("zero-shot", "icl", "ridge", "ct-kv", "ct-kv (no loo)", "ct-kv (no dropout)",
+               "ct-kv (no loo, no dropout)", "ct-prompt", "prefix tuning", "prompt tuning", "ttt", "ttt + ct-kv")
+#: the methods with nothing to tune, and why (the comparison protocol's ``untuned=``)
+UNTUNED = {"zero-shot": "no context: nothing to tune", "icl": "one forward pass: nothing to tune",
+           "ridge": "closed form with the family's Bayes penalty (the oracle)"}
+#: offset of the validation tasks' seed stream (:func:`tasks_for`): never a test task
+VAL_OFFSET = 7
 
 
 def tasks_for(condition: str, cfg, seed: int, n_tasks: int | None = None, k: int | None = None,
@@ -54,12 +59,22 @@ def subset(t: dict, n: int) -> dict:
     return {k: (v[:n] if torch.is_tensor(v) else v) for k, v in t.items()}
 
 
-def run_method(method: str, model, t: dict, cfg, generator: torch.Generator, ttt_lr: float = 1e-4) -> dict:
+def run_method(method: str, model, t: dict, cfg, generator: torch.Generator, ttt_lr: float = 1e-4, *,
+               lr: float | None = None, steps: int | None = None, ttt_steps: int | None = None,
+               adapted=None) -> dict:
     """Run one method on a batch of tasks; returns per-task query MSE (numpy ``[B]``) and seconds per task
-    (wall time of the whole batch, including CT-KV's initial pass, divided by ``B``)."""
+    (wall time of the whole batch, including CT-KV's initial pass, divided by ``B``).
+
+    ``lr`` and ``steps`` override the preset's context-method values (a configuration chosen on
+    validation tasks); for ``"ttt"`` its own values are ``ttt_lr`` and ``ttt_steps``. ``"ttt + ct-kv"``
+    runs TTT with ``ttt_lr``/``ttt_steps`` and then CT-KV with ``lr``/``steps``, or only the CT-KV stage
+    on ``adapted`` (a TTT result already computed on the same tasks). ``"ttt"`` also returns its
+    adapted model under ``"adapted"``."""
     xd, yd, xq, yq = t["x_demo"], t["y_demo"], t["x_query"], t["y_query"]
     B = xd.shape[0]
-    hp = dict(steps=cfg.steps, lr=cfg.lr, generator=generator)
+    hp = dict(steps=cfg.steps if steps is None else steps, lr=cfg.lr if lr is None else lr, generator=generator)
+    ttt_steps = cfg.ttt_steps if ttt_steps is None else ttt_steps
+    out = {}
     synchronize(xd.device)
     t0 = time.perf_counter()
     if method == "zero-shot":
@@ -68,26 +83,29 @@ def run_method(method: str, model, t: dict, cfg, generator: torch.Generator, ttt
         mse = (icl_predict(model, xd, yd, xq) - yq).pow(2).mean(-1)
     elif method == "ridge":
         mse = (ridge_predict(xd, yd, xq, t["lam"]) - yq).pow(2).mean(-1)
-    elif method.startswith("ct-kv") or method == "ct-prompt":
+    elif method in ALL_METHODS and (method.startswith("ct-kv") or method == "ct-prompt"):
         fn = ct_prompt if method == "ct-prompt" else ct_kv
-        kv = fn(model, xd, yd, leave_one_out=method != "ct-kv (no loo)",
-                token_dropout=0.0 if method == "ct-kv (no dropout)" else cfg.rho, **hp)
+        kv = fn(model, xd, yd, leave_one_out="no loo" not in method,
+                token_dropout=0.0 if "no dropout" in method else cfg.rho, **hp)
         mse = evaluate(model, kv, xq, yq)
     elif method in ("prefix tuning", "prompt tuning"):
         fn = prefix_tuning if method == "prefix tuning" else prompt_tuning
         mse = evaluate(model, fn(model, xd, yd, n_virtual=cfg.n_virtual, **hp), xq, yq)
     elif method == "ttt":
-        adapted = test_time_training(model, xd, yd, steps=cfg.ttt_steps, lr=ttt_lr)
+        adapted = test_time_training(model, xd, yd, steps=ttt_steps, lr=ttt_lr)
         mse = evaluate(adapted, adapted.encode_demos(demo_tokens(xd, yd)), xq, yq)
+        out["adapted"] = adapted
     elif method == "ttt + ct-kv":
-        adapted, kv = ttt_then_ct_kv(model, xd, yd, ttt_steps=cfg.ttt_steps, ttt_lr=ttt_lr,
-                                     token_dropout=cfg.rho, **hp)
+        if adapted is None:
+            adapted, kv = ttt_then_ct_kv(model, xd, yd, ttt_steps=ttt_steps, ttt_lr=ttt_lr, token_dropout=cfg.rho, **hp)
+        else:
+            kv = ct_kv(adapted, xd, yd, token_dropout=cfg.rho, **hp)
         mse = evaluate(adapted, kv, xq, yq)
     else:
         raise ValueError(f"method must be one of {ALL_METHODS}, got {method!r}")
     synchronize(xd.device)
-    secs = (time.perf_counter() - t0) / B
-    return {"mse": mse.detach().cpu().numpy(), "seconds": secs}
+    out.update(mse=mse.detach().cpu().numpy(), seconds=(time.perf_counter() - t0) / B)
+    return out
 
 
 def compare(model, cfg, conditions, methods, seeds=None, n_tasks: int | None = None, device="cpu",
@@ -102,21 +120,270 @@ def compare(model, cfg, conditions, methods, seeds=None, n_tasks: int | None = N
         t = tasks_for(c, cfg, s, k=k, device=device)
         if n_tasks is not None:
             t = subset(t, n_tasks)
-        g = torch.Generator().manual_seed(cfg.seed + s)
-        for m in methods:
-            r = run_method(m, model, t, cfg, g, ttt_lr)
+        for m in methods:  # one generator per method, seeded alike: the same draws for every method
+            r = run_method(m, model, t, cfg, torch.Generator().manual_seed(cfg.seed + s), ttt_lr)
             rows.append(dict(condition=c, seed=s, k=t["x_demo"].shape[1], method=m, mse=float(r["mse"].mean()),
                              se=float(r["mse"].std(ddof=1) / np.sqrt(len(r["mse"]))) if len(r["mse"]) > 1 else 0.0,
                              seconds=r["seconds"]))
     return pd.DataFrame(rows)
 
 
-def icl_curves(model, cfg, families=("in-distribution", "w-scale 2", "x-scale 2", "noisy"), device="cpu"):
-    """ICL, ridge and zero-shot query MSE against the number of demonstrations ``k`` (``cfg.k_curve``)."""
+# -- the comparison protocol: configurations chosen on validation tasks, paired training seeds ----
+#: why a best step count at the top of the grid is accepted (the notebooks' text says the same)
+STEPS_EDGE = ("the largest step count is the shared budget: no method may take more optimiser steps "
+              "than any other")
+
+
+def grid_for(method: str, cfg) -> Grid:
+    """A tuned method's grid: learning rate x optimiser steps, the same number of configurations for every
+    method. The learning rates are the method's own entry of ``cfg.lr_grids`` if it has one, else
+    ``cfg.lrs`` (``cfg.ttt_lrs`` for TTT's weights); the step counts are ``cfg.step_grid``."""
+    if method not in ALL_METHODS or method in UNTUNED:
+        raise ValueError(f"method must be a tuned method of {ALL_METHODS}, got {method!r}")
+    lrs = dict(cfg.lr_grids).get(method, cfg.ttt_lrs if method == "ttt" else cfg.lrs)
+    return Grid(lr=list(lrs), steps=list(cfg.step_grid))
+
+
+def config_kwargs(method: str, config: dict | None, ttt_config: dict | None = None) -> dict:
+    """The :func:`run_method` keywords of a configuration ``{"lr", "steps"}`` (TTT + CT-KV: the CT-KV
+    stage's, with TTT's chosen ``ttt_config``)."""
+    if method in UNTUNED:
+        return {}
+    if method == "ttt":
+        return dict(ttt_lr=config["lr"], ttt_steps=config["steps"])
+    kw = dict(lr=config["lr"], steps=config["steps"])
+    if method == "ttt + ct-kv":
+        if ttt_config is None:
+            raise ValueError("ttt_config: TTT + CT-KV needs TTT's chosen configuration")
+        kw.update(ttt_lr=ttt_config["lr"], ttt_steps=ttt_config["steps"])
+    return kw
+
+
+def _pooled(parts: dict) -> tuple[dict, dict]:
+    """One task batch from several conditions' batches (same ``k``) and each condition's task slice."""
+    keys = [k for k, v in next(iter(parts.values())).items() if torch.is_tensor(v)]
+    pooled = {k: torch.cat([p[k] for p in parts.values()]) for k in keys}
+    slices, start = {}, 0
+    for c, p in parts.items():
+        n = p["x_demo"].shape[0]
+        slices[c], start = slice(start, start + n), start + n
+    return pooled, slices
+
+
+def validation_scores(model, cfg, method: str, conditions, *, k: int | None = None, device="cpu",
+                      ttt_config: dict | None = None, n_val: int | None = None) -> pd.DataFrame:
+    """Validation query MSE of every configuration of :func:`grid_for` on ``n_val`` (default ``cfg.n_val``)
+    validation tasks per condition, drawn from their own seed stream (``offset=VAL_OFFSET``: never a test task). Tasks of
+    conditions with the same ``k`` run in one batch (tasks do not interact). Rows: lr, steps, condition, mse."""
+    n_val = cfg.n_val if n_val is None else n_val
+    parts = {c: tasks_for(c, cfg, 0, n_tasks=n_val, k=k, device=device, offset=VAL_OFFSET) for c in conditions}
+    groups: dict[int, dict] = {}
+    for c, p in parts.items():
+        groups.setdefault(p["x_demo"].shape[1], {})[c] = p
+    rows = []
+    for group in groups.values():
+        t, slices = _pooled(group)
+        adapted = None
+        if method == "ttt + ct-kv":
+            adapted = test_time_training(model, t["x_demo"], t["y_demo"], steps=ttt_config["steps"],
+                                         lr=ttt_config["lr"])
+        for config in tqdm(grid_for(method, cfg).configs(), desc=f"validating {method}", leave=False):
+            g = torch.Generator().manual_seed(cfg.seed + VAL_OFFSET)
+            r = run_method(method, model, t, cfg, g, adapted=adapted, **config_kwargs(method, config, ttt_config))
+            for c, sl in slices.items():
+                rows.append(dict(config, condition=c, mse=float(r["mse"][sl].mean())))
+    return pd.DataFrame(rows)
+
+
+def validation_reference(model, cfg, conditions, method: str = "icl", *, k: int | None = None, device="cpu",
+                         n_val: int | None = None) -> float:
+    """The geometric mean over ``conditions`` of an untuned method's MSE on the validation tasks of
+    :func:`validation_scores` (ICL by default): the yardstick for the tuned methods' validation scores."""
+    if method not in UNTUNED:
+        raise ValueError(f"method must be one of {list(UNTUNED)}, got {method!r}")
+    n_val = cfg.n_val if n_val is None else n_val
+    logs = [np.log(run_method(method, model, tasks_for(c, cfg, 0, n_tasks=n_val, k=k, device=device, offset=VAL_OFFSET),
+                              cfg, None)["mse"].mean()) for c in conditions]
+    return float(np.exp(np.mean(logs)))
+
+
+def tune_methods(model, cfg, methods, conditions, *, k: int | None = None, device="cpu",
+                 n_val: int | None = None) -> tuple[dict, pd.DataFrame]:
+    """Choose each tuned method's configuration on validation tasks (:func:`validation_scores`): the one
+    with the lowest geometric mean over ``conditions`` of the validation MSE (every family weighs the same,
+    whatever the scale of its errors). One configuration per method serves every condition. TTT + CT-KV
+    tunes its CT-KV stage on top of TTT's chosen configuration ("ttt" must be listed before it). A best
+    step count at the top of ``cfg.step_grid`` is stated as the shared budget (:data:`STEPS_EDGE`); any
+    other edge is left for the notebook to extend or state. Returns ``{method: Tuned}`` and the scores."""
+    tuned, frames = {}, []
+    for m in methods:
+        if m in UNTUNED:
+            continue
+        ttt_config = None
+        if m == "ttt + ct-kv":
+            if "ttt" not in tuned:
+                raise ValueError("methods: 'ttt + ct-kv' tunes its CT-KV stage on top of TTT: list 'ttt' before it")
+            ttt_config = tuned["ttt"].best
+        df = validation_scores(model, cfg, m, conditions, k=k, device=device, ttt_config=ttt_config, n_val=n_val)
+        score = np.exp(df.assign(log=np.log(df.mse)).groupby(["lr", "steps"]).log.mean())
+        tuned[m] = tune(m, lambda c, sc=score: float(sc.loc[(c["lr"], c["steps"])]), grid_for(m, cfg),
+                        progress=False)
+        if tuned[m].edges.get("steps") == "upper":
+            tuned[m].state_edge("steps", STEPS_EDGE)
+        frames.append(df.assign(method=m))
+    return tuned, (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())
+
+
+def cost_of(method: str, tuned: dict) -> int:
+    """Optimiser steps of a method at its chosen configuration (TTT + CT-KV: both stages; 0 untuned)."""
+    if method in UNTUNED:
+        return 0
+    steps = int(tuned[method].best["steps"])
+    return steps + int(tuned["ttt"].best["steps"]) if method == "ttt + ct-kv" else steps
+
+
+def heldout_scores(model, cfg, methods, conditions, seeds, tuned: dict, *, n_tasks: int | None = None,
+                   k: int | None = None, device="cpu") -> pd.DataFrame:
+    """Every method at its chosen configuration on the test tasks of every condition and training seed.
+    Seed ``s`` fixes the tasks (:func:`tasks_for`, the first ``n_tasks`` of each condition) and every
+    random draw of the methods (the irrelevant tokens of Prefix and Prompt Tuning, the dropout masks):
+    one generator seeded by ``s`` alone, the same for every method, on the same batch (the conditions
+    with the same ``k`` run together; tasks do not interact). Rows: condition, seed, k, method, mse
+    (mean over tasks), seconds per task, cost (optimiser steps)."""
+    rows = []
+    for s in tqdm(list(seeds), desc="test seeds", leave=False):
+        groups: dict[int, dict] = {}
+        for c in conditions:
+            t = tasks_for(c, cfg, s, k=k, device=device)
+            groups.setdefault(t["x_demo"].shape[1], {})[c] = t if n_tasks is None else subset(t, n_tasks)
+        for kk, group in groups.items():
+            t, slices = _pooled(group)
+            adapted, ttt_secs = None, 0.0
+            for m in methods:
+                ttt_config = tuned["ttt"].best if m == "ttt + ct-kv" else None
+                kw = config_kwargs(m, tuned[m].best if m not in UNTUNED else None, ttt_config)
+                reuse = adapted if m == "ttt + ct-kv" else None  # TTT at the same configuration, same tasks
+                if m == "ridge":  # each family's own Bayes penalty
+                    mse = np.concatenate([run_method(m, model, group[c], cfg, None)["mse"] for c in slices])
+                    r = dict(mse=mse, seconds=0.0)
+                else:
+                    r = run_method(m, model, t, cfg, torch.Generator().manual_seed(s), adapted=reuse, **kw)
+                if m == "ttt":
+                    adapted, ttt_secs = r["adapted"], r["seconds"]
+                for c, sl in slices.items():
+                    rows.append(dict(condition=c, seed=s, k=kk, method=m, mse=float(r["mse"][sl].mean()),
+                                     seconds=r["seconds"] + (ttt_secs if reuse is not None else 0.0),
+                                     cost=cost_of(m, tuned)))
+    return pd.DataFrame(rows)
+
+
+def comparisons(test: pd.DataFrame, tuned: dict, conditions, control: str = "icl",
+                pooled: dict | None = None, methods=None) -> dict:
+    """One :class:`~icml26.core.Comparison` of test MSE per condition (rows: ``methods``, by default those
+    of ``test`` in order, per-seed mean MSE, chosen configuration, optimiser steps; ``control`` is the
+    no-treatment row) and one more per entry ``name: [conditions]`` of ``pooled``: the per-seed geometric
+    mean of the test MSE over those conditions (every family weighs the same)."""
+    seeds = sorted(test.seed.unique().tolist())
+    methods = list(dict.fromkeys(test.method)) if methods is None else list(methods)
+
+    def build(metric, per_seed):
+        cmp = Comparison(metric, goal="min", seeds=seeds, budget="optimiser steps")
+        for m in methods:
+            cmp.add(m, per_seed(m), tuned=tuned.get(m), untuned=UNTUNED.get(m, ""), cost=cost_of(m, tuned),
+                    control=m == control)
+        return cmp
+
+    def seeds_of(c, m):
+        d = test[(test.condition == c) & (test.method == m)].set_index("seed").mse
+        return d.loc[seeds].to_numpy()
+
+    out = {c: build(f"test MSE, {c}", lambda m, c=c: seeds_of(c, m)) for c in conditions}
+    for name, conds in (pooled or {}).items():
+        out[name] = build(f"test MSE, geometric mean over {', '.join(conds)}",
+                          lambda m, cs=tuple(conds): np.exp(np.mean([np.log(seeds_of(c, m)) for c in cs], axis=0)))
+    return out
+
+
+def interval_table(cmps: dict, methods=None, digits: int = 3) -> pd.DataFrame:
+    """Mean test MSE and its 95% t interval over training seeds, per method (rows) and comparison
+    (columns), with each method's chosen configuration and optimiser steps."""
+    rows = {}
+    first = next(iter(cmps.values()))
+    for m in (methods or list(first.rows)):
+        row = {}
+        for name, cmp in cmps.items():
+            mean, lo, hi = t_interval(cmp.rows[m].per_seed)
+            row[name] = f"{mean:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+        r = first.rows[m]
+        row["configuration"] = (", ".join(f"{a}={v:g}" for a, v in r.tuned.best.items()) if r.tuned
+                                else "untuned")
+        row["optimiser steps"] = int(r.cost)
+        rows[m] = row
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def ratio_text(cmp, a: str, b: str) -> str:
+    """``"0.67 [0.61, 0.73]"``: the per-seed ratio ``a / b`` and its t interval over seeds."""
+    d = cmp.diff(a, b, "ratio")
+    return f"{d.mean:.2f} [{d.lo:.2f}, {d.hi:.2f}]"
+
+
+def k_sweep(model, cfg, tuned: dict, base: pd.DataFrame, methods=("icl", "ct-kv", "ct-kv (no loo)"),
+            device="cpu") -> pd.DataFrame:
+    """The in-distribution test MSE of ``methods`` at every ``k`` of ``cfg.k_sweep``, each method at the
+    configuration chosen in the main experiment, on ``cfg.task_seeds``. ``k = 8`` and ``k = cfg.k`` are
+    the main experiment's "few-shot k=8" and "in-distribution" rows of ``base`` (in-distribution tasks at
+    8 and ``cfg.k`` demonstrations); the other ``k`` are run here. Rows: k, seed, method, mse."""
+    have = {8: "few-shot k=8", cfg.k: "in-distribution"}
+    parts = []
+    for k in cfg.k_sweep:
+        if k in have and have[k] in set(base.condition):
+            d = base[(base.condition == have[k]) & base.method.isin(methods)]
+        else:
+            d = heldout_scores(model, cfg, list(methods), ["in-distribution"], cfg.task_seeds, tuned, k=k,
+                               device=device)
+        parts.append(d.assign(k=k)[["k", "seed", "method", "mse"]])
+    return pd.concat(parts, ignore_index=True)
+
+
+def per_seed_ratio(df: pd.DataFrame, a: str, b: str, **where) -> np.ndarray:
+    """``mse(a) / mse(b)`` per training seed (in seed order) among the rows of ``df`` matching ``where``
+    (column=value)."""
+    for col, val in where.items():
+        df = df[df[col] == val]
+    num = df[df.method == a].set_index("seed").mse.sort_index()
+    den = df[df.method == b].set_index("seed").mse.sort_index()
+    if num.empty or not num.index.equals(den.index):
+        raise ValueError(f"a, b: no paired rows for {a!r} and {b!r} where {where}")
+    return (num / den).to_numpy()
+
+
+def interval_text(values, digits: int = 2) -> str:
+    """``"0.91 [0.85, 0.97]"``: the mean of per-seed ``values`` and its 95% t interval."""
+    mean, lo, hi = t_interval(values)
+    return f"{mean:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def k_sweep_summary(df: pd.DataFrame, pairs=(("ct-kv", "icl"), ("ct-kv (no loo)", "icl"),
+                                                ("ct-kv", "ct-kv (no loo)"))) -> pd.DataFrame:
+    """Per ``k`` of a :func:`k_sweep` table, the mean over seeds of each per-seed ratio ``a / b`` of
+    ``pairs`` and its 95% t interval. Rows: k, ratio (``"a / b"``), mean, lo, hi."""
+    rows = []
+    for k in sorted(df.k.unique()):
+        for a, b in pairs:
+            mean, lo, hi = t_interval(per_seed_ratio(df, a, b, k=k))
+            rows.append(dict(k=int(k), ratio=f"{a} / {b}", mean=mean, lo=lo, hi=hi))
+    return pd.DataFrame(rows)
+
+
+def icl_curves(model, cfg, families=("in-distribution", "w-scale 2", "x-scale 2", "noisy"), device="cpu",
+               n_tasks: int = 24):
+    """ICL, ridge and zero-shot query MSE against the number of demonstrations ``k`` (``cfg.k_curve``) on
+    ``n_tasks`` tasks of seed 0 per family and ``k``."""
     rows = []
     for fam in families:
         for k in cfg.k_curve:
-            t = tasks_for(fam, cfg, 0, k=max(k, 1), device=device)
+            t = tasks_for(fam, cfg, 0, n_tasks=n_tasks, k=max(k, 1), device=device)
             yq = t["y_query"]
             zs = (zero_shot_predict(model, t["x_query"]) - yq).pow(2).mean().item()
             if k == 0:
@@ -146,19 +413,6 @@ def curves(model, t: dict, cfg, methods=("ct-kv", "ct-kv (no loo)"), generator=N
         fns[m](steps=cfg.steps, lr=cfg.lr, generator=g, log=log, track=(t["x_query"], t["y_query"]))
         out[m] = log
     return out
-
-
-def ttt_lr_search(model, cfg, condition: str = "in-distribution", device="cpu") -> pd.DataFrame:
-    """Validation MSE of TTT for each learning rate in ``cfg.ttt_lrs`` on ``cfg.n_val`` validation tasks
-    (a separate seed stream: never the test tasks), with ICL on the same tasks."""
-    t = tasks_for(condition, cfg, 0, n_tasks=cfg.n_val, device=device, offset=7)
-    icl = (icl_predict(model, t["x_demo"], t["y_demo"], t["x_query"]) - t["y_query"]).pow(2).mean().item()
-    rows = []
-    for lr in tqdm(cfg.ttt_lrs, desc="ttt lr", leave=False):
-        a = test_time_training(model, t["x_demo"], t["y_demo"], steps=cfg.ttt_steps, lr=lr)
-        mse = evaluate(a, a.encode_demos(demo_tokens(t["x_demo"], t["y_demo"])), t["x_query"], t["y_query"])
-        rows.append(dict(lr=lr, mse=mse.mean().item(), icl=icl))
-    return pd.DataFrame(rows)
 
 
 def time_per_step(method: str, model, k: int, n_tasks: int = 4, steps: int = 3, repeats: int = 3,
@@ -204,33 +458,6 @@ def attention_to_demos(model, t: dict, task: int = 0, query: int = 0):
     xd, xq = t["x_demo"][task], t["x_query"][task, query]
     cos = torch.nn.functional.cosine_similarity(xd, xq.unsqueeze(0), dim=-1).cpu().numpy()
     return w, cos
-
-
-def mean_mse(df: pd.DataFrame, condition: str, method: str) -> float:
-    """Mean query MSE of ``method`` on ``condition`` over the task-sampling seeds present."""
-    d = df[(df.condition == condition) & (df.method == method)]
-    if d.empty:
-        raise ValueError(f"no rows for condition={condition!r}, method={method!r}")
-    return float(d.mse.mean())
-
-
-def ratio(df: pd.DataFrame, condition: str, num: str, den: str) -> float:
-    """``mean_mse(num) / mean_mse(den)`` on one condition (seeds averaged before the ratio)."""
-    return mean_mse(df, condition, num) / mean_mse(df, condition, den)
-
-
-def seed_ratios(df: pd.DataFrame, condition: str, num: str, den: str) -> np.ndarray:
-    """The ratio per task-sampling seed (its spread)."""
-    a = df[(df.condition == condition) & (df.method == num)].set_index("seed").mse
-    b = df[(df.condition == condition) & (df.method == den)].set_index("seed").mse
-    return (a / b).dropna().to_numpy()
-
-
-def mse_table(df: pd.DataFrame, methods=None) -> pd.DataFrame:
-    """Mean query MSE (over seeds) per condition (rows) and method (columns)."""
-    d = df if methods is None else df[df.method.isin(methods)]
-    t = d.groupby(["condition", "method"], sort=False).mse.mean().unstack("method")
-    return t[[m for m in (methods or t.columns) if m in t.columns]]
 
 
 def timing_claim(ledger):

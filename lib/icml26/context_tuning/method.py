@@ -24,7 +24,13 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor
 
-from .model import KV, check_demos, check_kv, demo_tokens, query_tokens
+from ..core.checks import check_generator as _check_generator  # noqa: F401
+from .model import KV, check_demos, check_kv, check_queries, demo_tokens, model_dtype, query_tokens
+
+#: largest estimated autograd working set (bytes) of the quadratic-cost methods (CT-Prompt and TTT
+#: re-encode the context once per demonstration: B k sequences of k tokens) on the CPU; on a CUDA
+#: device the limit is the device's memory. Past it the call raises ``ValueError`` naming ``x_demo``.
+MAX_CPU_WORK_BYTES = 4 * 1024 ** 3
 
 
 # ----------------------------------------------------------------------------------------- checks
@@ -41,8 +47,33 @@ def _check_hparams(steps, lr, token_dropout=0.0, grad_clip=1.0) -> None:
         raise ValueError(f"grad_clip must be a finite number > 0, got {grad_clip!r}")
 
 
-def _check_inputs(model, x_demo, y_demo, leave_one_out: bool) -> None:
-    check_demos(x_demo, y_demo, model.dim)
+def work_bytes(model, batch: int, k: int) -> int:
+    """Estimated autograd working set of one leave-one-out re-encoding step (CT-Prompt, TTT):
+    ``B k`` sequences of ``k`` tokens, per layer two ``[H, k, k]`` attention maps and about 16
+    ``[k, d_model]`` activations per sequence, 4 or 8 bytes each (an upper estimate: measured 0.5-0.9x)."""
+    d_model = model.n_heads * model.d_head
+    elem = torch.finfo(model_dtype(model)).bits // 8
+    return elem * model.n_layers * batch * k * k * (2 * model.n_heads * k + 16 * d_model)
+
+
+def check_work(model, x_demo: Tensor) -> None:
+    """Refuse a quadratic-cost call whose estimated working set (:func:`work_bytes`) exceeds the limit:
+    :data:`MAX_CPU_WORK_BYTES` on the CPU, the device's memory on CUDA (``max_demos`` of the model is the
+    pretraining length, not a limit: longer contexts run, up to this memory cap)."""
+    B, k = x_demo.shape[:2]
+    need = work_bytes(model, B, k)
+    dev = x_demo.device
+    limit = torch.cuda.get_device_properties(dev).total_memory if dev.type == "cuda" else MAX_CPU_WORK_BYTES
+    if need > limit:
+        raise ValueError(f"x_demo: B={B} tasks with k={k} demonstrations need about {need / 2 ** 30:.1f} GiB for the "
+                         f"leave-one-out re-encodings, over the limit of {limit / 2 ** 30:.1f} GiB "
+                         "(context_tuning.method.MAX_CPU_WORK_BYTES on the CPU); use fewer tasks per call or fewer "
+                         "demonstrations")
+
+
+def _check_inputs(model, x_demo, y_demo, leave_one_out: bool, generator=None) -> None:
+    check_demos(x_demo, y_demo, model.dim, dtype=model_dtype(model))
+    _check_generator(generator)
     if not isinstance(leave_one_out, bool):
         raise TypeError(f"leave_one_out must be a bool, got {type(leave_one_out).__name__}")
     if leave_one_out and x_demo.shape[1] < 2:
@@ -134,7 +165,10 @@ def _pairs(flat: list[Tensor]) -> KV:
 
 
 def evaluate(model, kv: KV, x_query: Tensor, y_query: Tensor) -> Tensor:
-    """Per-task query MSE ``[B]`` with the full context ``kv`` (no masking, no dropout)."""
+    """Per-task query MSE ``[B]`` with the full context ``kv`` (no masking, no dropout).
+    ``x_query [B,q,D]`` and ``y_query [B,q]`` must match the cache's B tasks exactly."""
+    check_kv(model, kv)
+    check_queries(x_query, y_query, kv[0][0].shape[0], model.dim, model_dtype(model))
     pred = model.predict(kv, query_tokens(x_query))
     return (pred - y_query).pow(2).mean(-1)
 
@@ -155,7 +189,7 @@ def ct_kv(model, x_demo: Tensor, y_demo: Tensor, *, steps: int = 100, lr: float 
     ``track=(x_query, y_query)`` with a ``log`` dict records the query MSE along the way.
     """
     _check_hparams(steps, lr, token_dropout, grad_clip)
-    _check_inputs(model, x_demo, y_demo, leave_one_out)
+    _check_inputs(model, x_demo, y_demo, leave_one_out, generator)
     B, k, _ = x_demo.shape
     dev = x_demo.device
     with frozen(model):
@@ -184,10 +218,13 @@ def ct_prompt(model, x_demo: Tensor, y_demo: Tensor, *, steps: int = 100, lr: fl
     With leave-one-out, each step re-encodes the context ``k`` times, copy ``i`` with pair ``i`` hidden from
     every token (``loo_encoding_mask``), and predicts ``y_i`` from ``x_i`` on copy ``i``: a batch of ``B*k``
     sequences of ``k`` tokens, the quadratic cost of the paper's Sec. 3. Returns the cache of the tuned
-    embeddings (one full causal pass), per layer ``[B,H,k,d_h]``.
+    embeddings (one full causal pass), per layer ``[B,H,k,d_h]``. The working set is estimated first
+    and capped (:func:`check_work`): ``k = 600`` demonstrations of even one task would need gigabytes.
     """
     _check_hparams(steps, lr, token_dropout, grad_clip)
-    _check_inputs(model, x_demo, y_demo, leave_one_out)
+    _check_inputs(model, x_demo, y_demo, leave_one_out, generator)
+    if leave_one_out:
+        check_work(model, x_demo)
     B, k, D = x_demo.shape
     dev = x_demo.device
     with frozen(model):

@@ -21,6 +21,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..core.checks import check_device  # noqa: F401
+
 KV = list[tuple[Tensor, Tensor]]
 
 
@@ -71,6 +73,9 @@ def sample_tasks(n_tasks: int, n_demos: int, n_queries: int, cfg: ICLTaskConfig,
     _count("n_queries", n_queries, 0)
     if not isinstance(cfg, ICLTaskConfig):
         raise TypeError(f"cfg must be an ICLTaskConfig, got {type(cfg).__name__}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    check_device(device)
     g = generator
     B, k, q, D = n_tasks, n_demos, n_queries, cfg.dim
     w = cfg.w_scale * torch.randn(B, D, generator=g)
@@ -90,16 +95,32 @@ def query_tokens(x: Tensor) -> Tensor:
     return torch.cat([x, x.new_zeros(*x.shape[:-1], 2)], dim=-1)
 
 
-def check_demos(x_demo, y_demo, dim: int | None = None, x_query=None, name: str = "x_demo") -> None:
+def model_dtype(model) -> torch.dtype:
+    """The floating dtype of a model's weights (float32 unless it was cast)."""
+    for p in model.parameters():
+        return p.dtype
+    return torch.get_default_dtype()
+
+
+def check_demos(x_demo, y_demo, dim: int | None = None, x_query=None, name: str = "x_demo",
+                dtype: torch.dtype | None = None) -> None:
     """Raise ``ValueError``/``TypeError`` unless ``x_demo [B,k,D]``, ``y_demo [B,k]`` (and ``x_query [B,q,D]``)
-    are consistent finite floating tensors (and ``D`` matches ``dim``)."""
-    for n, t in ((name, x_demo), ("y_demo", y_demo)) + ((("x_query", x_query),) if x_query is not None else ()):
+    are consistent finite floating tensors of one dtype (``dtype``, the model's, when given: float64
+    demonstrations for a float32 model are refused here rather than failing inside a matmul) and ``D``
+    matches ``dim``."""
+    named = ((name, x_demo), ("y_demo", y_demo)) + ((("x_query", x_query),) if x_query is not None else ())
+    for n, t in named:
         if not isinstance(t, Tensor):
             raise TypeError(f"{n} must be a torch.Tensor, got {type(t).__name__}")
         if t.dtype not in (torch.float32, torch.float64):
             raise ValueError(f"{n} must be float32 or float64, got {t.dtype}")
         if t.numel() and not torch.isfinite(t).all():
             raise ValueError(f"{n} must be finite")
+    want = x_demo.dtype if dtype is None else dtype
+    for n, t in named:
+        if t.dtype != want:
+            whose = "the model's weights are" if dtype is not None else f"{name} is"
+            raise TypeError(f"{n} is {t.dtype} but {whose} {want}; cast the inputs with .to({want})")
     if x_demo.dim() != 3 or x_demo.shape[1] < 1 or x_demo.shape[0] < 1 or x_demo.shape[2] < 1:
         raise ValueError(f"{name} must be [B,k,D] with B, k, D >= 1, got shape {tuple(x_demo.shape)}")
     if y_demo.shape != x_demo.shape[:2]:
@@ -110,6 +131,22 @@ def check_demos(x_demo, y_demo, dim: int | None = None, x_query=None, name: str 
         if x_query.dim() != 3 or x_query.shape[0] != x_demo.shape[0] or x_query.shape[2] != x_demo.shape[2]:
             raise ValueError(f"x_query must be [B,q,D] = [{x_demo.shape[0]},q,{x_demo.shape[2]}], "
                              f"got {tuple(x_query.shape)}")
+
+
+def check_queries(x_query, y_query, batch: int, dim: int, dtype: torch.dtype | None = None) -> None:
+    """``x_query [B,q,D]`` and ``y_query [B,q]`` exactly (no broadcasting of one task's targets
+    across tasks), finite, of the model's dtype."""
+    for n, t in (("x_query", x_query), ("y_query", y_query)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{n} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype not in (torch.float32, torch.float64) or (dtype is not None and t.dtype != dtype):
+            raise TypeError(f"{n} must be {dtype or 'float32 or float64'}, got {t.dtype}")
+        if t.numel() and not torch.isfinite(t).all():
+            raise ValueError(f"{n} must be finite")
+    if x_query.dim() != 3 or x_query.shape[0] != batch or x_query.shape[2] != dim or x_query.shape[1] < 1:
+        raise ValueError(f"x_query must be [B,q,D] = [{batch},q,{dim}] with q >= 1, got {tuple(x_query.shape)}")
+    if y_query.shape != x_query.shape[:2]:
+        raise ValueError(f"y_query must be [B,q] = {tuple(x_query.shape[:2])}, got {tuple(y_query.shape)}")
 
 
 # ----------------------------------------------------------------------------------------- model
@@ -267,6 +304,7 @@ def pretrain(cfg: ICLTaskConfig = ICLTaskConfig(), steps: int = 2500, batch: int
 
     _count("steps", steps, 1)
     _count("batch", batch)
+    check_device(device)
     if not (isinstance(lr, (int, float)) and lr > 0):
         raise ValueError(f"lr must be > 0, got {lr!r}")
     torch.manual_seed(seed)
@@ -324,6 +362,7 @@ def load_pretrained(path: str | Path | None = None, allow_train: bool = True, se
     ``setting == "smoke"``) with a warning, else raise ``ValueError``."""
     if setting not in ("smoke", "book", "gpu"):
         raise ValueError(f"setting must be 'smoke', 'book' or 'gpu', got {setting!r}")
+    check_device(device)
     path = Path(path) if path is not None else DATA_DIR / CHECKPOINT
     problem = None
     if path.exists():

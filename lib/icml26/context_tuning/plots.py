@@ -95,12 +95,20 @@ def step_curves(curves: dict, reference: dict | None = None, train=True):
     return fig
 
 
-def ratio_vs_k(ks, ratios, label="ct-kv"):
-    fig, ax = plt.subplots(figsize=(4.5, 2.8))
-    ax.plot(ks, ratios, "o-", color=method_color(label))
+def ratio_vs_k(summary):
+    """Each ratio of a :func:`~icml26.context_tuning.experiments.k_sweep_summary` table against ``k``,
+    with its 95% t interval over seeds as error bars; the dashed line marks 1."""
+    fig, ax = plt.subplots(figsize=(5.6, 2.9))
+    for j, (name, d) in enumerate(summary.groupby("ratio", sort=False)):
+        a = name.split(" / ")[0]
+        style = "o-" if name.endswith("/ icl") else "s:"
+        ax.errorbar(d.k + 0.15 * (j - 1), d["mean"], yerr=[d["mean"] - d.lo, d.hi - d["mean"]], fmt=style,
+                    color=method_color(a), capsize=2, label=f"mse({a}) / mse({name.split(' / ')[1]})")
     ax.axhline(1.0, ls="--", lw=1, color=method_color("icl"))
     ax.set_xlabel("demonstrations k")
-    ax.set_ylabel("mse(ct-kv) / mse(icl)")
+    ax.set_ylabel("ratio of query mse")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    fig.tight_layout()
     return fig
 
 

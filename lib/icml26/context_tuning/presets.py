@@ -6,28 +6,52 @@ from dataclasses import dataclass, replace
 
 from icml26.core import preset_for
 
+#: each tuned method's learning rates (four per method, so that with the four step counts every method
+#: gets the same sixteen configurations). Each list is centred on the best values of a wider sweep
+#: (1e-3 to 3e-1 for the context methods, 3e-5 to 1e-3 for TTT) on validation tasks, never on test
+#: tasks; the notebooks check that no chosen value sits at either end (the top step count excepted:
+#: it is the shared budget).
+LR_GRIDS = (
+    ("ct-kv", (3e-3, 1e-2, 3e-2, 1e-1)),
+    ("ct-kv (no dropout)", (3e-3, 1e-2, 3e-2, 1e-1)),
+    ("ct-kv (no loo)", (1e-3, 3e-3, 1e-2, 3e-2)),
+    ("ct-kv (no loo, no dropout)", (1e-3, 3e-3, 1e-2, 3e-2)),
+    ("ct-prompt", (3e-4, 1e-3, 3e-3, 1e-2)),
+    ("prefix tuning", (1e-2, 3e-2, 1e-1, 3e-1)),
+    ("prompt tuning", (1e-2, 3e-2, 1e-1, 3e-1)),
+    ("ttt", (3e-5, 1e-4, 3e-4, 1e-3)),
+    ("ttt + ct-kv", (1e-3, 3e-3, 1e-2, 3e-2)),
+)
+
 
 @dataclass(frozen=True)
 class CTPreset:
     seed: int = 0
     pretrain_setting: str = "book"    # "smoke" retrains 300 steps when the checkpoint is missing
     # -- tasks ---------------------------------------------------------------------------------
-    n_tasks: int = 24                 # tasks per condition and task-sampling seed
+    n_tasks: int = 12                 # test tasks per condition and training seed (notebook 1)
     n_queries: int = 100              # held-out queries per task
     k: int = 16                       # demonstrations
-    task_seeds: tuple = (0, 1, 2)     # task-sampling seeds (claim 8 averages over them)
-    # -- methods (book choices of spec Sec. 7) -------------------------------------------------
+    task_seeds: tuple = tuple(range(10))  # training seeds of notebook 1: each fixes the tasks and every random draw
+    # -- methods (spec Sec. 7; the prototype's single setting, used for the step-by-step curves) ---
     steps: int = 100                  # CT-KV, CT-Prompt, Prefix, Prompt: full-batch steps
     lr: float = 1e-2
     rho: float = 0.05                 # token dropout
     n_virtual: int = 16               # Prefix / Prompt Tuning positions
-    n_tasks_quadratic: int = 8        # tasks for the quadratic-cost methods (CT-Prompt, TTT): seed 0's first ones
     ttt_steps: int = 50
-    ttt_lrs: tuple = (1e-4, 3e-4, 1e-3)
-    n_val: int = 8                    # validation tasks that choose TTT's learning rate
+    # -- tuning on validation tasks (the comparison protocol): lr x steps, the same size per method --
+    lrs: tuple = (3e-3, 1e-2, 3e-2, 1e-1)  # learning rates of a method without an entry in lr_grids
+    ttt_lrs: tuple = (3e-5, 1e-4, 3e-4, 1e-3)
+    lr_grids: tuple = LR_GRIDS        # (method, learning rates) pairs
+    step_grid: tuple = (3, 10, 30, 100)  # its top is the shared budget of optimiser steps
+    n_val: int = 8                    # validation tasks per condition, notebook 1 (their own seed stream)
+    # -- notebook 2: the quadratic-cost methods (CT-Prompt, TTT) set the numbers of tasks --------
+    n_tasks_quadratic: int = 3        # test tasks per condition and training seed
+    seeds_quadratic: tuple = (0, 1, 2, 3, 4)
+    n_val_quadratic: int = 3          # validation tasks per condition
     # -- notebook 1: ICL curves and the k sweep ------------------------------------------------
     k_curve: tuple = (0, 1, 2, 4, 6, 8, 12, 16, 20, 24)
-    k_sweep: tuple = (8, 16, 24)
+    k_sweep: tuple = (8, 12, 16, 24)
     # -- notebook 2: timing ----------------------------------------------------------------------
     timing_ks: tuple = (4, 8, 16, 32, 64)
     timing_tasks: int = 4
@@ -37,17 +61,21 @@ class CTPreset:
     def dry_run(self) -> CTPreset:
         """Loop counts cut (steps, seeds, grid points, repeats), sizes kept (tasks, k, queries)."""
         return replace(self, steps=min(self.steps, 2), ttt_steps=min(self.ttt_steps, 2),
-                       task_seeds=self.task_seeds[:1], ttt_lrs=self.ttt_lrs[:2],
+                       task_seeds=self.task_seeds[:2], seeds_quadratic=self.seeds_quadratic[:2],
+                       lrs=self.lrs[:2], ttt_lrs=self.ttt_lrs[:2],
+                       lr_grids=tuple((m, v[:2]) for m, v in self.lr_grids),
+                       step_grid=(1, 2),
                        k_curve=tuple(k for k in self.k_curve if k in (0, self.k)),
                        k_sweep=self.k_sweep[:2], timing_ks=self.timing_ks[:2], timing_steps=1, timing_repeats=1)
 
 
 PRESETS = {
-    "smoke": CTPreset(pretrain_setting="smoke", n_tasks=4, n_queries=50, task_seeds=(0,), steps=10,
-                      n_tasks_quadratic=2, ttt_steps=5, n_val=2, k_curve=(0, 4, 8, 16), k_sweep=(8, 16),
+    "smoke": CTPreset(pretrain_setting="smoke", n_tasks=4, n_queries=50, task_seeds=(0, 1), steps=10,
+                      step_grid=(2, 5), n_val=2, n_tasks_quadratic=1, seeds_quadratic=(0, 1), n_val_quadratic=1,
+                      ttt_steps=5, k_curve=(0, 4, 8, 16), k_sweep=(8, 12, 16, 24),
                       timing_ks=(4, 8), timing_tasks=2, timing_steps=2, timing_repeats=1),
     "book": CTPreset(),
-    "gpu": CTPreset(n_tasks=128, task_seeds=(0, 1, 2, 3, 4), n_tasks_quadratic=32, n_val=16,
+    "gpu": CTPreset(n_tasks=128, n_tasks_quadratic=32, n_val=32, n_val_quadratic=16,
                     k_curve=(0, 1, 2, 4, 6, 8, 10, 12, 16, 20, 24, 32), k_sweep=(8, 12, 16, 20, 24),
                     timing_ks=(4, 8, 16, 32, 64, 128, 256), timing_tasks=16, timing_repeats=5),
 }

@@ -9,8 +9,12 @@
 - :func:`report`: glue a computed number into the prose.
 - :func:`fingerprint`, :func:`setup`: what a notebook's setup cell prints.
 - :func:`bootstrap_mean`: the bootstrap interval of a mean (or of paired differences).
+- :class:`Grid`, :func:`tune`, :class:`Comparison`, :func:`paired_init`: the fair-comparison protocol
+  (tuning on validation data with equal grids, paired training seeds, costs, a control row);
+  record its claims with :meth:`Ledger.compare`.
 """
 
+from .compare import MIN_SEEDS, Comparison, Grid, ProtocolError, Tuned, paired_init, t_interval, tune
 from .device import device, one_thread, seed_all, set_threads
 from .env import fingerprint, fingerprint_line, setup
 from .glue import report
@@ -23,7 +27,15 @@ from .style import method_color, method_colors, use_book_style
 __all__ = [
     "DRY_ENV",
     "SCALES",
+    "MIN_SEEDS",
     "Claim",
+    "Comparison",
+    "Grid",
+    "ProtocolError",
+    "Tuned",
+    "paired_init",
+    "t_interval",
+    "tune",
     "ClaimFailed",
     "Ledger",
     "PeakMemory",

@@ -12,6 +12,20 @@ Claims are of two kinds:
   show pass ``assert_at=("book", "gpu")``: at smoke they are recorded with status
   ``"not asserted"`` and never fail the run.
 - **reported** (:meth:`Ledger.report`): a number shown for comparison only, never asserted.
+- **identities** (:meth:`Ledger.identity`): a check of the implementation (an exact property, a
+  cross-check against a reference library, something true by construction); asserted at every
+  scale, shown, and counted apart from the claims about the paper.
+- **settings** (:meth:`Ledger.setting`): configuration worth printing beside the claims (seeds,
+  parameter counts); not a claim, never counted.
+
+A claim asserted only at ``gpu`` is, at any other scale, recorded with its own status
+``"not yet run at gpu"``: never shown as holding, never counted as evidence, until a gpu run's
+ledger replaces it.
+- **comparisons** (:meth:`Ledger.compare`): "A beats B" read from an
+  :class:`icml26.core.compare.Comparison` (methods tuned on validation data, paired training seeds,
+  costs, a control row). The claim stores the protocol; where it is asserted, a protocol fault
+  (too few seeds, an untuned or less-tuned baseline, an unstated grid edge, a missing cost or
+  control row) makes it fail, whatever the measured value.
 
 A measured value must be finite: NaN or an infinity raises :class:`ValueError` naming the claim
 (a diverged run must not pass, or be shown, as a number).
@@ -29,6 +43,8 @@ import operator
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from .scale import SCALES, dry_run_enabled, resolve_scale
 
@@ -53,13 +69,16 @@ class Claim:
     paper: str
     measured: float | str
     bar: str
-    status: str  # "holds", "fails", "not asserted", "reported", "dry run"
+    status: str  # "holds", "fails", "not asserted", "not yet run at gpu", "reported", "setting", "dry run"
     scale: str
     chapter: str
     notebook: str
     note: str = ""
     volatile: bool = False  # a timing or other run-to-run number: hidden from to_text()
     unit: str = ""  # of the measured value and the bar ("s", "%", "x"); shown in the tables
+    kind: str = "check"  # "check", "comparison", "identity", "report" or "setting"
+    protocol: dict | None = None  # a comparison's protocol (see icml26.core.compare.Comparison.protocol)
+    assert_at: tuple = ()  # the scales at which a checked claim is asserted (empty for reports and settings)
 
     @property
     def failed(self) -> bool:
@@ -76,6 +95,16 @@ def _as_number(value) -> float | str:
     if isinstance(value, str):
         return value
     raise TypeError(f"measured must be a number or a string, got {type(value).__name__}")
+
+
+def _as_bool(name: str, value) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if hasattr(value, "dtype") and hasattr(value, "numel") and value.numel() == 1 and "bool" in str(value.dtype):
+        return bool(value)
+    raise TypeError(f"claim {name!r}: holds must be a boolean, got {type(value).__name__} {value!r:.40}")
 
 
 def _fmt(value: float | str, digits: int) -> str:
@@ -124,6 +153,10 @@ class Ledger:
         self.scale = resolve_scale(self.scale)
         if self.dry is None:
             self.dry = self.scale == "gpu" and dry_run_enabled()
+        elif not isinstance(self.dry, bool):
+            raise TypeError(f"dry must be True, False or None, got {self.dry!r}")
+        elif self.dry and self.scale != "gpu":
+            raise ValueError(f"dry: only the gpu scale has dry runs (loop counts cut), not scale {self.scale!r}")
 
     def _finite(self, name: str, value: float | str, what: str = "measured") -> None:
         if isinstance(value, float) and not math.isfinite(value) and not self.dry:
@@ -133,9 +166,36 @@ class Ledger:
     def _status(self, holds: bool, assert_at: tuple[str, ...]) -> str:
         if self.dry:
             return "dry run"
+        if self.scale not in assert_at and assert_at == ("gpu",):
+            return "not yet run at gpu"
         if holds:
             return "holds"
         return "fails" if self.scale in assert_at else "not asserted"
+
+    @staticmethod
+    def _assert_at(assert_at) -> tuple[str, ...]:
+        if isinstance(assert_at, str) or not isinstance(assert_at, (tuple, list)):
+            raise TypeError(f"assert_at must be a tuple of scales, got {assert_at!r}")
+        bad = [s for s in assert_at if s not in SCALES]
+        if bad:
+            raise ValueError(f"assert_at must hold scales from {SCALES}, got {bad}")
+        if not assert_at:
+            raise ValueError("assert_at: a claim asserted at no scale is a report; use Ledger.report")
+        return tuple(s for s in SCALES if s in assert_at)
+
+    @staticmethod
+    def _threshold(name: str, threshold) -> float:
+        """A bar must be a finite number: an infinite or non-numeric bar cannot be missed."""
+        if isinstance(threshold, bool) or isinstance(threshold, str) or threshold is None:
+            raise TypeError(f"claim {name!r}: threshold must be a finite number, got {threshold!r}")
+        if hasattr(threshold, "item") and callable(threshold.item):
+            threshold = threshold.item()
+        if not isinstance(threshold, (int, float)) or isinstance(threshold, bool):
+            raise TypeError(f"claim {name!r}: threshold must be a finite number, got {type(threshold).__name__}")
+        if not math.isfinite(threshold):
+            raise ValueError(f"claim {name!r}: threshold is {threshold}, not a finite number (a bar that "
+                             f"cannot be missed)")
+        return float(threshold)
 
     # -- recording -----------------------------------------------------------------------------
     def _add(self, claim: Claim) -> Claim:
@@ -154,29 +214,51 @@ class Ledger:
         """
         if op not in _OPS:
             raise ValueError(f"op must be one of {sorted(_OPS)}, got {op!r}")
-        bad = [s for s in assert_at if s not in SCALES]
-        if bad:
-            raise ValueError(f"assert_at must hold scales from {SCALES}, got {bad}")
+        assert_at = self._assert_at(assert_at)
         value = _as_number(measured)
         if isinstance(value, str):
             raise TypeError(f"measured must be a number for a checked claim, got {measured!r}")
         self._finite(name, value)
-        limit = float(_as_number(threshold))
-        if math.isnan(limit):
-            raise ValueError(f"claim {name!r}: threshold is nan")
+        limit = self._threshold(name, threshold)
         holds = math.isfinite(value) and bool(_OPS[op](value, limit))
         status = self._status(holds, assert_at)
         bar = f"{op} {_fmt(limit, self.digits)}"
         return self._add(Claim(name, paper, value, bar, status, self.scale, self.chapter, self.notebook, note,
-                               volatile, unit=unit))
+                               volatile, unit=unit, assert_at=assert_at))
 
     def check_true(self, name: str, holds: bool, *, paper: str = "", measured: str = "",
                    assert_at: tuple[str, ...] = SCALES, note: str = "") -> Claim:
-        """Record a yes/no claim (an identity, an ordering). ``measured`` describes what was seen."""
-        holds = bool(holds)
+        """Record a yes/no claim (an identity, an ordering). ``measured`` describes what was seen.
+        ``holds`` must be a real boolean (``bool``, a numpy or 0-d torch boolean): a string, a list
+        or a function is always truthy and would make a claim that cannot fail."""
+        holds = _as_bool(name, holds)
+        assert_at = self._assert_at(assert_at)
         status = self._status(holds, assert_at)
         text = measured or ("yes" if holds else "no")
-        return self._add(Claim(name, paper, text, "true", status, self.scale, self.chapter, self.notebook, note))
+        return self._add(Claim(name, paper, text, "true", status, self.scale, self.chapter, self.notebook, note,
+                               assert_at=assert_at))
+
+    def identity(self, name: str, measured, op: str, threshold, *, paper: str = "", note: str = "",
+                 unit: str = "") -> Claim:
+        """Record a check of the implementation (an exact identity, agreement with a reference
+        library, a property true by construction): asserted at every scale like :meth:`check`, but
+        counted apart from the paper's claims on the ledger page."""
+        claim = self.check(name, measured, op, threshold, paper=paper, note=note, unit=unit)
+        claim.kind = "identity"
+        return claim
+
+    def identity_true(self, name: str, holds, *, paper: str = "", measured: str = "", note: str = "") -> Claim:
+        """A yes/no :meth:`identity` (asserted at every scale, counted apart)."""
+        claim = self.check_true(name, holds, paper=paper, measured=measured, note=note)
+        claim.kind = "identity"
+        return claim
+
+    def setting(self, name: str, value, *, paper: str = "", note: str = "", unit: str = "") -> Claim:
+        """Record configuration shown beside the claims (a seed count, a parameter budget): not a
+        claim, never asserted, never counted."""
+        claim = self.report(name, value, paper=paper, note=note, unit=unit)
+        claim.kind, claim.status, claim.bar = "setting", "setting", "-"
+        return claim
 
     def report(self, name: str, measured, *, paper: str = "", note: str = "", volatile: bool = False,
                unit: str = "") -> Claim:
@@ -184,7 +266,48 @@ class Ledger:
         value = _as_number(measured)
         self._finite(name, value)
         return self._add(Claim(name, paper, value, "-", "reported", self.scale, self.chapter, self.notebook, note,
-                               volatile, unit=unit))
+                               volatile, unit=unit, kind="report"))
+
+    def compare(self, name: str, comparison, a: str, b: str, op: str | None = None, threshold=None, *,
+                stat: str = "difference", on: str = "mean", paper: str = "",
+                assert_at: tuple[str, ...] = ("book", "gpu"), note: str = "", unit: str = "") -> Claim:
+        """Record "``a`` against ``b``" from a :class:`~icml26.core.compare.Comparison`.
+
+        The measured value is the paired ``stat`` (``"difference"`` a - b or ``"ratio"`` a / b) over
+        the comparison's training seeds: its ``on="mean"``, or the interval's ``"lo"`` / ``"hi"`` end
+        (``on="lo"`` with ``">", 0`` asserts that the whole interval lies above zero). With ``op``
+        left out the claim is reported, not asserted. The protocol (seeds, pairing, chosen
+        configuration and grid size per method, edges, costs, control row) is stored with the claim
+        and printed under the table; where the claim is asserted, a protocol fault fails it.
+        """
+        from .compare import Comparison
+
+        if not isinstance(comparison, Comparison):
+            raise TypeError(f"comparison must be an icml26.core.compare.Comparison, got {type(comparison).__name__}")
+        if on not in ("mean", "lo", "hi"):
+            raise ValueError(f"on must be 'mean', 'lo' or 'hi', got {on!r}")
+        d = comparison.diff(a, b, stat)
+        value = {"mean": d.mean, "lo": d.lo, "hi": d.hi}[on]
+        protocol = comparison.protocol([a, b])
+        protocol.update(claim={"a": a, "b": b, "stat": stat, "on": on, "mean": d.mean, "lo": d.lo, "hi": d.hi,
+                               "wins": d.wins, "n": d.n})
+        problems = comparison.problems([a, b], scale=self.scale)
+        protocol["problems"] = problems
+        summary = ({"lo": "measured: the interval's lower end; ", "hi": "measured: the interval's upper end; "}.get(on, "")
+                   + f"{a} {'-' if stat == 'difference' else '/'} {b}: {_fmt(d.mean, self.digits)} "
+                   f"[{_fmt(d.lo, self.digits)}, {_fmt(d.hi, self.digits)}] over {d.n} paired seeds, "
+                   f"{a} better on {d.wins}")
+        note = "; ".join(x for x in (note, summary, *(f"protocol: {p}" for p in problems)) if x)
+        if op is None:
+            if threshold is not None:
+                raise ValueError("threshold: give op with a threshold (or neither, for a reported comparison)")
+            claim = self.report(name, value, paper=paper, note=note, unit=unit)
+        else:
+            claim = self.check(name, value, op, threshold, paper=paper, assert_at=assert_at, note=note, unit=unit)
+            if problems and not self.dry and self.scale in assert_at:
+                claim.status = "fails"
+        claim.kind, claim.protocol = "comparison", protocol
+        return claim
 
     # -- showing and saving --------------------------------------------------------------------
     def rows(self, hide_volatile: bool = False) -> list[dict[str, str]]:
@@ -216,6 +339,12 @@ class Ledger:
         dry = " (dry run: loop counts cut, nothing asserted)" if self.dry else ""
         out = [f"claims of {self.chapter}/{self.notebook} at scale {self.scale}{dry}", line, "-" * len(line)]
         out += ["  ".join(r[c].ljust(widths[c]) for c in cols).rstrip() for r in rows]
+        from .compare import protocol_lines
+
+        for c in self.claims:
+            if c.protocol is not None:
+                out += protocol_lines(c.name, c.protocol, hide_cost=True)
+                out += [f"  protocol fault: {p}" for p in c.protocol.get("problems", [])]
         return "\n".join(out)
 
     def show(self) -> None:
@@ -251,6 +380,7 @@ class Ledger:
             lines += [
                 f"  - {c.name}: measured {_fmt(c.measured, self.digits)}, needed {c.bar}"
                 + (f" (paper: {c.paper})" if c.paper else "")
+                + "".join(f"; protocol: {p}" for p in ((c.protocol or {}).get("problems") or []))
                 for c in failed
             ]
             raise ClaimFailed("\n".join(lines))

@@ -11,7 +11,8 @@ import html
 import math
 from collections.abc import Iterable, Mapping
 
-STATUS_LABELS = {"holds": "holds", "fails": "fails", "not asserted": "not asserted", "reported": "reported"}
+STATUS_LABELS = {"holds": "holds", "fails": "fails", "not asserted": "not asserted", "reported": "reported",
+                 "not yet run at gpu": "not yet run at gpu", "setting": "setting"}
 MISSING = "-"
 
 
@@ -69,6 +70,18 @@ def _bar(bar: str, unit: str) -> str:
     return f"{bar} {unit}" if unit and bar != "true" else bar
 
 
+def protocol_html(protocol: Mapping) -> str:
+    """A comparison claim's protocol as a small nested list: seeds, then per method its interval,
+    chosen configuration (grid size, edges) and cost."""
+    from .compare import protocol_lines
+
+    lines = protocol_lines("", protocol)
+    head, rows = lines[0].split(": ", 1)[1], lines[1:]
+    rows += [f"protocol fault: {p}" for p in protocol.get("problems") or []]
+    items = "".join(f"<li>{html.escape(r.strip())}</li>" for r in rows)
+    return f'<details class="claim-protocol"><summary>{html.escape(head)}</summary><ul>{items}</ul></details>'
+
+
 def status_badge(status: str) -> str:
     kind = status.replace(" ", "-")
     label = STATUS_LABELS.get(status, status)
@@ -95,6 +108,9 @@ def claims_html(claims: Iterable, *, digits: int = 3, links: Mapping[str, str] |
         name = html.escape(get(c, "name"))
         if note:
             name += f'<br><span class="claim-note">{html.escape(note)}</span>'
+        protocol = get(c, "protocol", None)
+        if protocol:
+            name += protocol_html(protocol)
         cells = []
         if with_nb:
             nb = get(c, "notebook")

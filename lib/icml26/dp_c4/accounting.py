@@ -20,6 +20,9 @@ from scipy.special import gammaln, logsumexp
 from scipy.stats import norm
 
 ORDERS = tuple(range(2, 257))
+#: largest working set of :func:`rdp_subsampled_gaussian` (sigmas x orders x (max order + 1) float64
+#: terms, three live at once), in bytes; past it the call raises instead of allocating
+MAX_RDP_BYTES = 2 * 1024 ** 3
 _ALLOC_CACHE: dict = {}
 BACKENDS = ("rdp", "dp_accounting_rdp", "pld", "gdp", "opacus_rdp", "opacus_prv")
 
@@ -52,8 +55,26 @@ def check_eps(eps) -> float:
     return _real("eps", eps, 0.0, None)
 
 
+def _steps(steps, name: str = "steps_per_stage") -> int:
+    """A positive whole number of steps, at most 2**53 (beyond, step counts are not exact floats)."""
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)):
+        raise TypeError(f"{name} must be a positive integer, got {steps!r}")
+    if not 1 <= steps <= 2 ** 53:
+        raise ValueError(f"{name} must be an integer in [1, 2**53], got {steps!r}")
+    return int(steps)
+
+
+def _floats(name: str, value) -> np.ndarray:
+    if value is None or isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be a number or a sequence of numbers, got {type(value).__name__}")
+    try:
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a number or a sequence of numbers: {exc}") from None
+
+
 def _orders(orders) -> np.ndarray:
-    a = np.asarray(orders, dtype=float)
+    a = _floats("orders", orders)
     if a.ndim != 1 or a.size == 0:
         raise ValueError("orders must be a non-empty 1-D sequence of integers >= 2")
     if not np.all(np.isfinite(a)) or np.any(a < 2) or np.any(a != np.round(a)):
@@ -62,7 +83,7 @@ def _orders(orders) -> np.ndarray:
 
 
 def _sigmas(sigmas, name="sigmas") -> np.ndarray:
-    s = np.atleast_1d(np.asarray(sigmas, dtype=float))
+    s = np.atleast_1d(_floats(name, sigmas))
     if s.ndim != 1 or s.size == 0:
         raise ValueError(f"{name} must be a positive number or a non-empty 1-D array")
     if not np.all(np.isfinite(s)) or np.any(s <= 0):
@@ -71,9 +92,11 @@ def _sigmas(sigmas, name="sigmas") -> np.ndarray:
 
 
 @lru_cache(maxsize=8)
-def _binom_table(max_order: int) -> tuple[np.ndarray, np.ndarray]:
-    k = np.arange(max_order + 1)
-    a = np.arange(max_order + 1)[:, None]
+def _binom_rows(orders: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """``log C(a, k)`` for the orders a only, ``(A, max order + 1)`` (-inf for k > a): the rows of
+    the full Pascal table that are used, so orders (2, 30000) cost 2 rows, not 30001."""
+    k = np.arange(max(orders) + 1)
+    a = np.asarray(orders)[:, None]
     logc = np.where(k <= a, gammaln(a + 1) - gammaln(k + 1) - gammaln(np.maximum(a - k, 0) + 1), -np.inf)
     return logc, k
 
@@ -81,15 +104,20 @@ def _binom_table(max_order: int) -> tuple[np.ndarray, np.ndarray]:
 def rdp_subsampled_gaussian(q: float, sigma, orders=ORDERS) -> np.ndarray:
     """:math:`R_{q,\\sigma}(\\alpha)=\\frac1{\\alpha-1}\\log\\sum_{k=0}^{\\alpha}\\binom\\alpha k(1-q)^{\\alpha-k}q^k
     e^{(k^2-k)/(2\\sigma^2)}` (spec Sec. 3.5), one row per sigma: shape ``(len(orders),)`` for a scalar
-    sigma, ``(K, len(orders))`` for K sigmas. ``q = 1`` is the Gaussian mechanism, alpha/(2 sigma^2)."""
+    sigma, ``(K, len(orders))`` for K sigmas. ``q = 1`` is the Gaussian mechanism, alpha/(2 sigma^2).
+    The working set (K sigmas x A orders x (max order + 1) terms) is capped at :data:`MAX_RDP_BYTES`."""
     q = check_q(q)
     a = _orders(orders)
     s = _sigmas(sigma, "sigma")
     if q == 1.0:
         out = a[None, :] / (2.0 * s[:, None] ** 2)
     else:
-        logc, k = _binom_table(int(a.max()))
-        logc = logc[a]                                               # (A, M+1)
+        nbytes = 3 * 8 * s.size * a.size * (int(a.max()) + 1)
+        if nbytes > MAX_RDP_BYTES:
+            raise ValueError(f"orders up to {int(a.max())} with {a.size} orders and {s.size} sigma(s) need about "
+                             f"{nbytes / 2 ** 30:.1f} GiB, over MAX_RDP_BYTES = {MAX_RDP_BYTES / 2 ** 30:.0f} GiB; "
+                             "use fewer or smaller orders (the default ORDERS stop at 256)")
+        logc, k = _binom_rows(tuple(int(v) for v in a))               # (A, M+1)
         kk = k[None, :]
         base = logc + np.where(kk <= a[:, None], (a[:, None] - kk) * math.log1p(-q), 0.0) + kk * math.log(q)
         expo = (kk * kk - kk)[None, :, :] / (2.0 * s[:, None, None] ** 2)   # (K, 1, M+1)
@@ -113,10 +141,15 @@ def eps_from_rdp(rdp, delta: float, orders=ORDERS) -> float:
 
 
 def gdp_delta(eps: float, mu: float) -> float:
-    """:math:`\\delta(\\varepsilon)=\\Phi(-\\varepsilon/\\mu+\\mu/2)-e^\\varepsilon\\Phi(-\\varepsilon/\\mu-\\mu/2)`."""
+    """:math:`\\delta(\\varepsilon)=\\Phi(-\\varepsilon/\\mu+\\mu/2)-e^\\varepsilon\\Phi(-\\varepsilon/\\mu-\\mu/2)`.
+
+    For ``eps > 700`` (where ``e^eps`` overflows) the second term is ``exp(eps + log Phi(.))``."""
     eps = _real("eps", eps, 0.0, None, lo_open=False)
     mu = _real("mu", mu, 0.0, None)
-    return float(norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2))
+    if eps <= 700.0:
+        return float(norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2))
+    second = math.exp(min(eps + float(norm.logcdf(-eps / mu - mu / 2)), 700.0))
+    return max(float(norm.cdf(-eps / mu + mu / 2)) - second, 0.0)
 
 
 def gdp_eps(mu: float, delta: float) -> float:
@@ -162,10 +195,7 @@ def epsilon(sigmas, steps_per_stage: int, q: float, delta: float, backend: str =
     ``"pld"`` (Google's PLD accountant, tight), ``"gdp"`` (q = 1 only, exact), ``"opacus_rdp"`` (Opacus's
     RDPAccountant, same orders), ``"opacus_prv"`` (Opacus's PRV accountant, eps_error 1e-2)."""
     s = _sigmas(sigmas)
-    if isinstance(steps_per_stage, bool) or not isinstance(steps_per_stage, (int, np.integer)) \
-            or steps_per_stage < 1:
-        raise ValueError(f"steps_per_stage must be a positive integer, got {steps_per_stage!r}")
-    m = int(steps_per_stage)
+    m = _steps(steps_per_stage)
     q, delta = check_q(q), check_delta(delta)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -175,7 +205,12 @@ def epsilon(sigmas, steps_per_stage: int, q: float, delta: float, backend: str =
     if backend == "gdp":
         if q != 1.0:
             raise ValueError(f"backend='gdp' is exact for full batch only (q == 1), got q={q}")
-        return gdp_eps(math.sqrt(m * float(np.sum(s ** -2.0))), delta)
+        mu = math.sqrt(float(m) * float(np.sum(s ** -2.0)))
+        try:
+            return gdp_eps(mu, delta)
+        except ValueError as exc:
+            raise ValueError(f"steps_per_stage={m} with sigmas {s} give mu={mu:.3g}: {exc} "
+                             "(the run has no meaningful privacy)") from None
     if backend.startswith("opacus"):
         from opacus.accountants import PRVAccountant, RDPAccountant
 
@@ -226,9 +261,7 @@ def allocate_sigmas(thresholds, steps_per_stage: int, q: float, eps: float, delt
     if shape not in ("sqrt", "uniform"):
         raise ValueError(f"shape must be 'sqrt' or 'uniform', got {shape!r}")
     eps, delta, q = check_eps(eps), check_delta(delta), check_q(q)
-    if isinstance(steps_per_stage, bool) or not isinstance(steps_per_stage, (int, np.integer)) \
-            or steps_per_stage < 1:
-        raise ValueError(f"steps_per_stage must be a positive integer, got {steps_per_stage!r}")
+    steps_per_stage = _steps(steps_per_stage)
     key = (tuple(C.tolist()), int(steps_per_stage), q, eps, delta, shape, backend)
     if key in _ALLOC_CACHE:                       # a pure function of its arguments: memoised
         return _ALLOC_CACHE[key].copy()
@@ -248,6 +281,5 @@ def allocate_sigmas(thresholds, steps_per_stage: int, q: float, eps: float, delt
 
 def calibrate_sigma(T: int, q: float, eps: float, delta: float, backend: str = "rdp") -> float:
     """Algorithm 3: the single noise multiplier of DP-SGD / DP-GD with T steps hitting (eps, delta)."""
-    if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
-        raise ValueError(f"T must be a positive integer, got {T!r}")
-    return float(allocate_sigmas(np.ones(1), int(T), q, eps, delta, shape="uniform", backend=backend)[0])
+    T = _steps(T, "T")
+    return float(allocate_sigmas(np.ones(1), T, q, eps, delta, shape="uniform", backend=backend)[0])

@@ -10,6 +10,16 @@ from .method import Trace, _batch_idx, _check_int, _check_run_args, _log, _mask,
 from .problems import FiniteSumProblem
 
 
+def _per_run(name: str, value) -> Tensor:
+    """A number or a 1-D tensor/sequence of numbers (one per run), as a float64 tensor."""
+    if value is None or isinstance(value, (str, bytes, bool)):
+        raise TypeError(f"{name} must be a number or a 1-D tensor of numbers, got {type(value).__name__}")
+    try:
+        return torch.atleast_1d(torch.as_tensor(value, dtype=torch.float64))
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise TypeError(f"{name} must be a number or a 1-D tensor of numbers: {exc}") from None
+
+
 def dp_sgd(problem: FiniteSumProblem, T: int, lr: float, C, sigma, q: float = 1.0, generator=None,
            x0: Tensor | None = None, x_star: Tensor | None = None, log_every: int = 1) -> Trace:
     """:math:`\\tilde g_t=\\frac1{qn}[\\sum_{i\\in B_t}\\operatorname{clip}(\\nabla f_i(x_t),C)+\\zeta_t]`,
@@ -18,8 +28,7 @@ def dp_sgd(problem: FiniteSumProblem, T: int, lr: float, C, sigma, q: float = 1.
     ``C`` and ``sigma`` are floats or ``(R,)`` tensors (R runs at once). ``sigma = 0`` gives clipped
     (S)GD, whose fixed point :math:`x_C` solves :math:`\\frac1n\\sum_i\\operatorname{clip}(\\nabla f_i(x_C),C)=0`."""
     T = _check_int("T", T)
-    C = torch.atleast_1d(torch.as_tensor(C, dtype=torch.float64))
-    sigma = torch.atleast_1d(torch.as_tensor(sigma, dtype=torch.float64))
+    C, sigma = _per_run("C", C), _per_run("sigma", sigma)
     if C.ndim != 1 or sigma.ndim != 1:
         raise ValueError("C and sigma must be scalars or 1-D (one value per run)")
     if not bool(torch.isfinite(C).all()) or bool((C <= 0).any()):
@@ -29,7 +38,7 @@ def dp_sgd(problem: FiniteSumProblem, T: int, lr: float, C, sigma, q: float = 1.
     R = max(len(C), len(sigma))
     if len(C) not in (1, R) or len(sigma) not in (1, R):
         raise ValueError(f"C ({len(C)}) and sigma ({len(sigma)}) must have the same length or length 1")
-    lr, q, x = _check_run_args(problem, lr, q, x0, R)
+    lr, q, x = _check_run_args(problem, lr, q, x0, R, generator)
     log_every = _check_int("log_every", log_every)
     noisy = bool((sigma > 0).any())
     if (noisy or q < 1) and generator is None:

@@ -13,7 +13,7 @@ import torch
 from .accounting import allocate_sigmas, calibrate_sigma, check_delta, check_eps, epsilon
 from .baselines import dp_sgd
 from .method import StagedSchedule, dp_c4, geometric_thresholds
-from .problems import FiniteSumProblem, _check_int, heavy_tailed_logistic
+from .problems import FiniteSumProblem, _check_int, check_device, heavy_tailed_logistic
 
 
 def clipped_fixed_points(problem: FiniteSumProblem, x_star, C_grid, T: int = 3000, lr: float = 0.5) -> pd.DataFrame:
@@ -70,6 +70,7 @@ def equal_privacy(problem: FiniteSumProblem, x_star, eps_list, delta: float, q: 
     delta = check_delta(delta)
     m = T // K
     rows, curves = [], {}
+    check_device(device)
     gen = torch.Generator(device=device or "cpu").manual_seed(int(seed))
     x0 = problem.init(seeds, seed=int(seed)) if hasattr(problem, "init") else None
 
@@ -137,6 +138,7 @@ def evaluate(problem: FiniteSumProblem, x_star, configs: pd.DataFrame, delta: fl
     if T % K:
         raise ValueError(f"K must divide T, got T={T}, K={K}")
     delta, m = check_delta(delta), T // K
+    check_device(device)
     gen = torch.Generator(device=device or "cpu").manual_seed(int(seed))
     x0 = problem.init(seeds, seed=int(seed)) if hasattr(problem, "init") else None
     cfg = configs.reset_index(drop=True)
@@ -195,6 +197,7 @@ def tilt_vs_n(n_list, d: int, lam: float, eps: float, delta: float, T: int, lr: 
     :math:`\\sqrt{\\mathbb E\\|\\nabla^2F(x^\\star)^{-1}e_\\infty\\|^2}` with
     :math:`\\operatorname{Cov}e_\\infty=\\frac1{n^2}\\sum_t\\sigma_t^2C_t^2I`. One row per (n, method, seed)."""
     seeds, T = _check_int("seeds", seeds), _check_int("T", T)
+    check_device(device)
     thr = geometric_thresholds(C0, rho, T)
     sg = allocate_sigmas(thr.numpy(), 1, 1.0, eps, delta, backend="gdp")
     sig = calibrate_sigma(T, 1.0, eps, delta, backend="gdp")

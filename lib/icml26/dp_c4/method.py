@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .problems import FiniteSumProblem, _check_int, _check_pos
+from .problems import FiniteSumProblem, _check_int, _check_pos, check_generator
 
 MAX_ANCHOR_BYTES = 2 * 1024 ** 3
 
@@ -25,7 +25,9 @@ def clip_rows(G: Tensor, C) -> Tensor:
     """Row-wise clip :math:`\\operatorname{clip}(v,C)=v\\min(1,C/\\|v\\|_2)` over the last axis.
 
     ``C`` is a positive float or a tensor broadcastable to ``G.shape[:-1]`` (one threshold per run).
-    Rows with norm <= C are returned unchanged bit for bit; zero rows stay zero."""
+    Rows with norm <= C are returned unchanged bit for bit; zero rows stay zero. A row whose squared
+    norm overflows (``[1e20, 0, 0]`` in float32) is clipped through the row divided by its largest
+    absolute entry, so it comes out with norm C, not zero."""
     if not isinstance(G, Tensor) or G.ndim < 1:
         raise TypeError("G must be a tensor with at least one axis")
     if G.dtype not in (torch.float32, torch.float64):
@@ -45,6 +47,10 @@ def clip_rows(G: Tensor, C) -> Tensor:
     C = C.expand_as(norms) if C.ndim else C
     over = norms > C
     scale = torch.where(over, C / torch.where(over, norms, torch.ones_like(norms)), torch.ones_like(norms))
+    huge = torch.isinf(norms)                 # G is finite, so the sum of squares overflowed
+    if bool(huge.any()):
+        m = torch.where(huge, G.abs().amax(-1), torch.ones_like(norms))
+        scale = torch.where(huge, (C / m) / (G / m[..., None]).norm(dim=-1), scale)
     return torch.where(over[..., None], G * scale[..., None], G)
 
 
@@ -121,9 +127,10 @@ class Trace:
     eps: float | None = None
 
 
-def _check_run_args(problem, lr, q, x0, runs):
+def _check_run_args(problem, lr, q, x0, runs, generator=None):
     if not isinstance(problem, FiniteSumProblem):
         raise TypeError(f"problem must be a FiniteSumProblem, got {type(problem).__name__}")
+    check_generator(generator)
     lr = _check_pos("lr", lr)
     if isinstance(q, bool) or not isinstance(q, (int, float, np.floating)) or not math.isfinite(q) \
             or not 0 < q <= 1:
@@ -133,8 +140,12 @@ def _check_run_args(problem, lr, q, x0, runs):
     else:
         if not isinstance(x0, Tensor):
             raise TypeError("x0 must be a tensor")
-        if x0.shape[-1] != problem.dim or x0.ndim not in (1, 2):
+        if x0.ndim not in (1, 2) or x0.shape[-1] != problem.dim:
             raise ValueError(f"x0 must have shape (d,) or (R, d) with d={problem.dim}, got {tuple(x0.shape)}")
+        if x0.ndim == 2 and x0.shape[0] not in (1, runs):
+            raise ValueError(f"x0 must have 1 or R={runs} rows, got {tuple(x0.shape)}")
+        if not x0.is_floating_point() or not bool(torch.isfinite(x0).all()):
+            raise ValueError("x0 must be a floating tensor with finite entries (no NaN or inf)")
         x = x0.to(problem.X).expand(runs, problem.dim).clone()
     return lr, float(q), x
 
@@ -200,7 +211,7 @@ def dp_c4(problem: FiniteSumProblem, schedule: StagedSchedule, lr: float, q: flo
     if not isinstance(schedule, StagedSchedule):
         raise TypeError(f"schedule must be a StagedSchedule, got {type(schedule).__name__}")
     R = schedule.runs
-    lr, q, x = _check_run_args(problem, lr, q, x0, R)
+    lr, q, x = _check_run_args(problem, lr, q, x0, R, generator)
     log_every = _check_int("log_every", log_every)
     if noise and bool((schedule.sigmas <= 0).any()):
         raise ValueError("sigmas must be > 0 when noise=True (sigma = 0 only with noise=False)")

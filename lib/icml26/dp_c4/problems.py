@@ -15,6 +15,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..core.checks import check_device as _check_device
+from ..core.checks import check_generator  # noqa: F401
+
 KINDS = ("logistic", "least_squares")
 
 
@@ -177,6 +180,7 @@ def heavy_tailed_logistic(n: int = 5000, d: int = 10, lam: float = 0.1, scale_si
     lam, scale_sigma, w_norm = _check_pos("lam", lam, allow_zero=True), _check_pos("scale_sigma", scale_sigma,
                                                                                      allow_zero=True), \
         _check_pos("w_norm", w_norm, allow_zero=True)
+    device = check_device(device)
     gen = torch.Generator().manual_seed(int(seed))
     w = torch.randn(d, generator=gen, dtype=torch.float64)
     w = w_norm * w / w.norm()
@@ -199,6 +203,7 @@ def breast_cancer_logistic(lam: float = 1e-2, test_fraction: float = 0.2, seed: 
 
     if not 0 < float(test_fraction) < 1:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    device = check_device(device)
     X, y = load_breast_cancer(return_X_y=True)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test_fraction, random_state=int(seed), stratify=y)
     mu, sd = Xtr.mean(0), Xtr.std(0) + 1e-12
@@ -329,6 +334,7 @@ def digits_mlp(hidden: int = 32, lam: float = 1e-4, test_fraction: float = 0.2, 
 
     if not 0 < float(test_fraction) < 1:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    device = check_device(device)
     X, y = load_digits(return_X_y=True)
     Xtr, Xte, ytr, yte = train_test_split(X / 16.0, y, test_size=test_fraction, random_state=int(seed), stratify=y)
     mu = Xtr.mean(0)
@@ -338,3 +344,8 @@ def digits_mlp(hidden: int = 32, lam: float = 1e-4, test_fraction: float = 0.2, 
                           torch.tensor(b, dtype=dtype, device=device), lam, hidden=hidden)
 
     return make(Xtr, ytr), make(Xte, yte)
+
+
+def check_device(device, name: str = "device") -> torch.device | None:
+    """``None`` (the caller's default) or a usable device (:func:`icml26.core.checks.check_device`)."""
+    return _check_device(device, name, allow_none=True)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ._checks import pos_int, real
+
 
 def dct_matrix(T: int) -> np.ndarray:
     """Orthonormal DCT-II matrix C [T,T]: coefficients = C @ x, x = C.T @ coefficients."""
@@ -25,16 +27,20 @@ class FastLite:
     vocab_size = 256
 
     def __init__(self, gamma: float = 64.0, scale=(60.0, 6.0), clip: int = 127, T: int = 8):
-        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not np.isfinite(gamma) or gamma <= 0:
-            raise ValueError(f"gamma must be a finite number > 0, got {gamma!r}")
+        real(gamma, "gamma", lo=0.0, strict=True)
+        # a token is q + clip + 1 with q in [-clip - 1, clip], i.e. in [0, 2 clip + 1]: the 256-token
+        # vocabulary holds it only for clip <= 127 (clip = 1000 would emit tokens up to 2001)
+        pos_int(clip, "clip", 0)
+        if 2 * (clip + 1) > self.vocab_size:
+            raise ValueError(f"clip must be <= {self.vocab_size // 2 - 1} so that the tokens 0..2 clip + 1 fit the "
+                             f"{self.vocab_size}-token vocabulary, got {clip}")
         try:
             scale = np.asarray(scale, dtype=float)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"scale must be two positive numbers, got {scale!r}") from exc
         if scale.shape != (2,) or not np.isfinite(scale).all() or (scale <= 0).any():
             raise ValueError(f"scale must be two positive numbers, got {scale!r}")
-        if not isinstance(T, int) or T < 1:
-            raise ValueError(f"T must be a positive integer, got {T!r}")
+        pos_int(T, "T")
         self.gamma, self.scale, self.clip, self.T = float(gamma), scale, int(clip), T
         self.C = dct_matrix(T)
         self.n_tokens = 2 * T
@@ -69,7 +75,7 @@ class FastLite:
             if not np.isfinite(tokens).all() or not np.all(tokens == np.round(tokens)):
                 raise ValueError("tokens must be integers")
             tokens = tokens.astype(np.int64)
-        if tokens.min(initial=0) < 0 or tokens.max(initial=0) > 255:
-            raise ValueError("tokens must lie in [0, 255]")
+        if tokens.min(initial=0) < 0 or tokens.max(initial=0) > 2 * self.clip + 1:
+            raise ValueError(f"tokens must lie in [0, {2 * self.clip + 1}]")
         q = (tokens.reshape(tokens.shape[:-1] + (self.T, 2)) - self.clip - 1) / self.gamma
         return np.einsum("kt,...kd->...td", self.C, q) * self.scale

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ._checks import real
 from .actions import FastLite
 from .metric import states_t
 from .planners import constant_velocity_plan, expert_plan
@@ -92,7 +93,11 @@ def build_dataset(n: int, cfg: WorldConfig | None = None, seed: int = 0, raster:
                   noise_p: float = 0.15) -> DriveData:
     """Scenes, frames at t = -1, 0, 1, 2 s (future frames around the *logged* expert poses), BEV maps,
     expert and CV plans, ego motions, meta labels and future-image tokens."""
-    cfg = cfg or WorldConfig()
+    if raster is not None and not isinstance(raster, RasterConfig):
+        raise TypeError(f"raster must be a RasterConfig, got {type(raster).__name__}")
+    if not 0.0 <= real(noise_p, "noise_p") <= 1.0:
+        raise ValueError(f"noise_p must be a probability in [0, 1], got {noise_p!r}")
+    cfg = WorldConfig() if cfg is None else cfg
     raster = raster or RasterConfig()
     batch = sample_scenarios(n, cfg, seed)
     plan, ref = expert_plan(batch, noise_p=noise_p, seed=seed + 1)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ._checks import pos_int, real, unit_interval
 from .sim import CAR_L, CAR_W, ScenarioBatch
 
 NAVSIM_BOUNDS = dict(a_lon=(-4.05, 2.40), a_lat=4.89, jerk=8.37, jerk_lon=4.13, yaw_rate=0.95, yaw_acc=1.93)
@@ -31,20 +32,70 @@ class PDMSConfig:
     smooth: int = 15
     comfort: dict = field(default_factory=lambda: dict(NAVSIM_BOUNDS))
 
+    def __post_init__(self):
+        for name in ("w_ep", "w_ttc", "w_c"):
+            real(getattr(self, name), name, lo=0.0)
+        if self.w_ep + self.w_ttc + self.w_c <= 0:
+            raise ValueError("w_ep, w_ttc and w_c must not all be zero")
+        if isinstance(self.ttc_offsets, (str, bytes)) or not hasattr(self.ttc_offsets, "__iter__"):
+            raise ValueError(f"ttc_offsets must be a tuple of look-ahead times (s), got {self.ttc_offsets!r}")
+        for t in self.ttc_offsets:
+            real(t, "ttc_offsets", lo=0.0, strict=True)
+        real(self.progress_threshold, "progress_threshold", lo=0.0)
+        if pos_int(self.smooth, "smooth") % 2 == 0:
+            raise ValueError(f"smooth must be an odd window length, got {self.smooth}")
+        if not isinstance(self.comfort, dict) or set(self.comfort) != set(NAVSIM_BOUNDS):
+            raise ValueError(f"comfort must be a dict with the keys {sorted(NAVSIM_BOUNDS)}")
+        lo, hi = self.comfort["a_lon"]
+        if not real(lo, "comfort['a_lon'][0]") < real(hi, "comfort['a_lon'][1]"):
+            raise ValueError("comfort['a_lon'] must be an interval (lo, hi) with lo < hi")
+        for k in ("a_lat", "jerk", "jerk_lon", "yaw_rate", "yaw_acc"):
+            real(self.comfort[k], f"comfort[{k!r}]", lo=0.0, strict=True)
+
+
+def _check_cfg(cfg) -> PDMSConfig:
+    if cfg is None:
+        return PDMSConfig()
+    if not isinstance(cfg, PDMSConfig):
+        raise TypeError(f"cfg must be a PDMSConfig, got {type(cfg).__name__}")
+    return cfg
+
 
 def combine(nc, dac, ep, ttc, c, cfg: PDMSConfig | None = None):
-    """PDMS of sub-metrics (works for arrays and tensors): NC * DAC * (5 EP + 5 TTC + 2 C) / 12."""
-    cfg = cfg or PDMSConfig()
+    """PDMS of sub-metrics (works for numbers, arrays and tensors): NC * DAC * (5 EP + 5 TTC + 2 C) / 12.
+
+    Every sub-metric lies in [0, 1] (NC in {0, 0.5, 1}, DAC, TTC and C in {0, 1}, EP a fraction), so
+    the PDMS does too; a value outside [0, 1] (a percentage, a raw progress) is a ValueError naming it."""
+    nc, dac, ep, ttc, c = (unit_interval(x, name) for name, x in (("nc", nc), ("dac", dac), ("ep", ep),
+                                                                  ("ttc", ttc), ("c", c)))
+    return _combine(nc, dac, ep, ttc, c, _check_cfg(cfg))
+
+
+def _combine(nc, dac, ep, ttc, c, cfg: PDMSConfig):
+    """The unchecked formula of :func:`combine` (``pdm_score_t`` builds its sub-metrics in range)."""
     w = cfg.w_ep + cfg.w_ttc + cfg.w_c
     return nc * dac * (cfg.w_ep * ep + cfg.w_ttc * ttc + cfg.w_c * c) / w
 
 
 # ---------------------------------------------------------------------------------------------
 # oriented boxes
-def boxes_overlap_t(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def boxes_overlap_t(a: torch.Tensor, b: torch.Tensor, check: bool = True) -> torch.Tensor:
     """Separating-axis test for rotated rectangles ``(x, y, psi, L, W)`` in the last dim, broadcasting.
     The four candidate axes are the edge normals of both boxes; on an axis u a box of half-sizes
-    (l, w) projects to the radius l |u.e1| + w |u.e2|. Touching boxes do not overlap."""
+    (l, w) projects to the radius l |u.e1| + w |u.e2|. Touching boxes do not overlap.
+
+    A box with a NaN or infinite entry has no defined overlap (every comparison with NaN is False, so
+    the test would report one): ``check`` makes it a ValueError naming ``a`` or ``b``. ``pdm_score_t``
+    passes ``check=False`` in its hot loop, on boxes built from a checked trajectory."""
+    if check:
+        for name, x in (("a", a), ("b", b)):
+            if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+                raise TypeError(f"{name} must be a float tensor of boxes [..., 5], got "
+                                f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__}")
+            if x.dim() < 1 or x.shape[-1] != 5:
+                raise ValueError(f"{name} must have last dimension 5 (x, y, psi, L, W), got shape {tuple(x.shape)}")
+            if not bool(torch.isfinite(x).all()):
+                raise ValueError(f"{name} must be finite (a NaN box would count as overlapping)")
     dx, dy = b[..., 0] - a[..., 0], b[..., 1] - a[..., 1]
     ca, sa, cb, sb = torch.cos(a[..., 2]), torch.sin(a[..., 2]), torch.cos(b[..., 2]), torch.sin(b[..., 2])
     c = (ca * cb + sa * sb).abs()                    # |cos(psi_a - psi_b)|
@@ -74,7 +125,7 @@ def _check_boxes(x, name):
 def boxes_overlap(a, b) -> np.ndarray:
     """Do rotated rectangles ``a[..., 5]`` and ``b[..., 5]`` = (x, y, psi, L, W) overlap? Broadcasting."""
     a, b = _check_boxes(a, "a"), _check_boxes(b, "b")
-    return boxes_overlap_t(torch.from_numpy(a), torch.from_numpy(b)).numpy()
+    return boxes_overlap_t(torch.from_numpy(a), torch.from_numpy(b), check=False).numpy()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,9 +204,7 @@ def states_t(wp: torch.Tensor, dt: float = 0.1) -> torch.Tensor:
 
 def waypoints_to_states(wp, dt: float = 0.1) -> np.ndarray:
     """[..., 8, 2] waypoints -> [..., 41, (x, y, psi, v, a_lon, a_lat)] (ego frame)."""
-    if not isinstance(dt, (int, float)) or not np.isfinite(dt) or dt <= 0:
-        raise ValueError(f"dt must be a positive number, got {dt!r}")
-    if abs(dt - 0.1) > 1e-9:
+    if abs(real(dt, "dt", lo=0.0, strict=True) - 0.1) > 1e-9:
         raise ValueError(f"dt must be 0.1 (the simulation step), got {dt}")
     wp = check_traj(wp, "wp")
     t = torch.as_tensor(np.asarray(wp, dtype=float)) if isinstance(wp, np.ndarray) else wp.detach().cpu().double()
@@ -218,7 +267,16 @@ def pdm_score_t(sc: SceneTensors, traj: torch.Tensor, ref_progress: torch.Tensor
     """Sub-metrics and PDMS for ego-frame trajectories ``traj[N,G,8,2]`` (vectorised over scenes,
     proposals, steps and agents). ``ref_progress[N]``: the EP normaliser from the expert candidates
     (their best progress x NC x DAC); ``None`` normalises by the proposals themselves."""
-    cfg = cfg or PDMSConfig()
+    cfg = _check_cfg(cfg)
+    if not isinstance(sc, SceneTensors):
+        raise TypeError(f"sc must be SceneTensors (from scene_tensors), got {type(sc).__name__}")
+    traj = check_traj(traj)
+    if not isinstance(traj, torch.Tensor) or traj.dim() != 4 or traj.shape[0] != sc.agents.shape[0]:
+        raise ValueError(f"traj must be a tensor [N={sc.agents.shape[0]}, G, 8, 2], got "
+                         f"{tuple(traj.shape) if isinstance(traj, torch.Tensor) else type(traj).__name__}")
+    if ref_progress is not None and (not isinstance(ref_progress, torch.Tensor)
+                                     or ref_progress.shape != (traj.shape[0],)):
+        raise ValueError(f"ref_progress must be a tensor [N={traj.shape[0]}] or None")
     N, G = traj.shape[:2]
     st = states_t(traj)                                                         # [N,G,S,6]
     S = st.shape[2]
@@ -234,7 +292,7 @@ def pdm_score_t(sc: SceneTensors, traj: torch.Tensor, ref_progress: torch.Tensor
     agb = torch.cat([ag[..., :3], torch.full_like(ag[..., :2], CAR_L)], -1)
     agb[..., 4] = CAR_W
     valid = ag[..., 4] > 0.5                                                     # [N,S,A]
-    ov = boxes_overlap_t(ego[:, :, :, None], agb[:, None]) & valid[:, None]      # [N,G,S,A]
+    ov = boxes_overlap_t(ego[:, :, :, None], agb[:, None], check=False) & valid[:, None]      # [N,G,S,A]
     hx, hy = torch.cos(PSI)[..., None], torch.sin(PSI)[..., None]
     rel = (agb[:, None, ..., 0] - X[..., None]) * hx + (agb[:, None, ..., 1] - Y[..., None]) * hy
     # ego corners' lateral extent -> single lane?
@@ -251,7 +309,7 @@ def pdm_score_t(sc: SceneTensors, traj: torch.Tensor, ref_progress: torch.Tensor
     clo = sc.closures
     cbox = torch.stack([(clo[:, 0] + clo[:, 1]) / 2, (clo[:, 2] + clo[:, 3]) / 2, torch.zeros_like(clo[:, 0]),
                         (clo[:, 1] - clo[:, 0]).clamp_min(1e-3), (clo[:, 3] - clo[:, 2]).clamp_min(1e-3)], -1)
-    cone_hit = (boxes_overlap_t(ego, cbox[:, None, None]) & (clo[:, 4, None, None] > 0.5)).any(-1)
+    cone_hit = (boxes_overlap_t(ego, cbox[:, None, None], check=False) & (clo[:, 4, None, None] > 0.5)).any(-1)
     nc = torch.where(veh_hit, 0.0, torch.where(cone_hit, 0.5, 1.0)).to(X.dtype)
     dac = ((hi <= sc.road_half) & (lo >= -sc.road_half)).all(-1) & ~cone_hit
     dac = dac.to(X.dtype)
@@ -267,7 +325,7 @@ def pdm_score_t(sc: SceneTensors, traj: torch.Tensor, ref_progress: torch.Tensor
         af = torch.cat([agf[..., :3], torch.full_like(agf[..., :2], CAR_L)], -1)
         af[..., 4] = CAR_W
         vf = agf[..., 4] > 0.5
-        o = boxes_overlap_t(eb[:, :, :, None], af[:, None]) & vf[:, None] & (rel > 0) & moving[..., None]
+        o = boxes_overlap_t(eb[:, :, :, None], af[:, None], check=False) & vf[:, None] & (rel > 0) & moving[..., None]
         ttc_hit |= o.flatten(2).any(-1)
     ttc = (~ttc_hit).to(X.dtype)
     mult = nc * dac
@@ -277,7 +335,7 @@ def pdm_score_t(sc: SceneTensors, traj: torch.Tensor, ref_progress: torch.Tensor
     norm = torch.maximum(ref[:, None], own)
     ep = torch.where(norm < cfg.progress_threshold, (mult > 0).to(X.dtype), (own / norm.clamp_min(1e-9)).clamp(0, 1))
     cc = comfort_t(st, cfg)
-    return dict(nc=nc, dac=dac, ttc=ttc, ep=ep, c=cc, pdms=combine(nc, dac, ep, ttc, cc, cfg), progress=own,
+    return dict(nc=nc, dac=dac, ttc=ttc, ep=ep, c=cc, pdms=_combine(nc, dac, ep, ttc, cc, cfg), progress=own,
                 raw_progress=raw)
 
 
@@ -289,6 +347,8 @@ def pdm_score(batch: ScenarioBatch, traj, ref_progress=None, cfg: PDMSConfig | N
     expert candidates are built here."""
     if not isinstance(batch, ScenarioBatch):
         raise TypeError(f"batch must be a ScenarioBatch, got {type(batch).__name__}")
+    cfg = _check_cfg(cfg)
+    chunk = pos_int(chunk, "chunk")
     traj = check_traj(traj)
     traj = np.asarray(traj.detach().cpu() if isinstance(traj, torch.Tensor) else traj, dtype=float)
     single = traj.ndim == 3

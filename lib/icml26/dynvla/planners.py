@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ._checks import pos_int, real
 from .metric import PDMSConfig, pdm_score_t, scene_tensors
 from .sim import CAR_L, ScenarioBatch, _quintic
 
@@ -91,7 +92,7 @@ def expert_plan(batch: ScenarioBatch, noise_p: float = 0.15, seed: int = 0, retu
     probability ``noise_p`` the second best when its PDMS is within 0.1 ("human noise").
     Returns ([N,8,2] plan, [N] EP normaliser = max candidate progress x NC x DAC)."""
     _check_batch(batch)
-    if not isinstance(noise_p, (int, float)) or not 0.0 <= noise_p <= 1.0:
+    if not 0.0 <= real(noise_p, "noise_p") <= 1.0:
         raise ValueError(f"noise_p must be in [0, 1], got {noise_p!r}")
     cand = expert_candidates(batch)
     sc = score_candidates(batch, cand)
@@ -101,7 +102,7 @@ def expert_plan(batch: ScenarioBatch, noise_p: float = 0.15, seed: int = 0, retu
     order = np.argsort(-key, 1)
     best, second = order[:, 0], order[:, 1]
     ar = np.arange(N)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(pos_int(seed, "seed", 0))
     take2 = (rng.random(N) < noise_p) & (sc["pdms"][ar, second] >= sc["pdms"][ar, best] - 0.1)
     pick = np.where(take2, second, best)
     ref = sc["progress"].max(1)

@@ -6,6 +6,8 @@ from dataclasses import dataclass, replace
 
 from icml26.core import preset_for
 
+from ._checks import check_preset
+
 
 @dataclass(frozen=True)
 class DynVLAPreset:
@@ -45,6 +47,9 @@ class DynVLAPreset:
     contexts_per_step: int = 16
     rft_lr: float = 5e-5
     seeds: tuple = (0,)
+
+    def __post_init__(self):
+        check_preset(self)
 
     def dry_run(self) -> DynVLAPreset:
         """Loop counts cut (steps, epochs, iterations, seeds, grids, the CoT modes trained, scenes

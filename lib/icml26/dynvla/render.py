@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._checks import pos_int, real
 from .sim import CAR_L, CAR_W, ScenarioBatch
 
 BEV_CLASSES = ("off-road", "road", "vehicle", "closure")
@@ -29,11 +30,11 @@ class RasterConfig:
 
     def __post_init__(self):
         for k in ("H", "W", "supersample"):
-            v = getattr(self, k)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{k} must be a positive integer, got {v!r}")
-        if self.cell_long <= 0 or self.cell_lat <= 0 or self.texture_scale <= 0:
-            raise ValueError("cell_long, cell_lat and texture_scale must be > 0")
+            pos_int(getattr(self, k), k)
+        for k in ("cell_long", "cell_lat", "texture_scale"):
+            real(getattr(self, k), k, lo=0.0, strict=True)
+        if pos_int(self.ego_row, "ego_row", 0) >= self.H:
+            raise ValueError(f"ego_row must be a row of the raster, in [0, H={self.H}), got {self.ego_row}")
 
 
 def _points(cfg: RasterConfig, ss: int):
@@ -92,7 +93,7 @@ def _check(batch, t, pose):
     if not isinstance(batch, ScenarioBatch):
         raise TypeError(f"batch must be a ScenarioBatch, got {type(batch).__name__}")
     w = batch.cfg
-    if not isinstance(t, (int, float)) or not (-w.t_hist - 1e-9 <= t <= w.t_agents + 1e-9):
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not (-w.t_hist - 1e-9 <= t <= w.t_agents + 1e-9):
         raise ValueError(f"t must be a time in [{-w.t_hist}, {w.t_agents}], got {t!r}")
     pose = np.asarray(pose, float)
     if pose.shape != (len(batch), 3) or not np.isfinite(pose).all():
@@ -100,10 +101,18 @@ def _check(batch, t, pose):
     return pose
 
 
+def _check_cfg(cfg) -> RasterConfig:
+    if cfg is None:
+        return RasterConfig()
+    if not isinstance(cfg, RasterConfig):
+        raise TypeError(f"cfg must be a RasterConfig, got {type(cfg).__name__}")
+    return cfg
+
+
 def render_camera(batch: ScenarioBatch, t: float, ego_pose, cfg: RasterConfig | None = None) -> np.ndarray:
     """[N,3,H,W] float32 camera-like raster at time ``t`` around ``ego_pose[N,3]``, each cell the
     mean of ``supersample**2`` samples."""
-    cfg = cfg or RasterConfig()
+    cfg = _check_cfg(cfg)
     pose = _check(batch, t, ego_pose)
     road, mark, car, cone, X, Y = _layers(batch, t, pose, _points(cfg, cfg.supersample))
     tex = _texture(X, Y, batch.texture_seed, cfg.texture_scale)
@@ -118,7 +127,7 @@ def render_camera(batch: ScenarioBatch, t: float, ego_pose, cfg: RasterConfig | 
 
 def render_bev(batch: ScenarioBatch, t: float, ego_pose, cfg: RasterConfig | None = None) -> np.ndarray:
     """[N,H,W] int64 classes at cell centres: 0 off-road, 1 road, 2 vehicle, 3 closure."""
-    cfg = cfg or RasterConfig()
+    cfg = _check_cfg(cfg)
     pose = _check(batch, t, ego_pose)
     road, _, car, cone, _, _ = _layers(batch, t, pose, _points(cfg, 1))
     out = np.where(car, 2, np.where(cone, 3, np.where(road, 1, 0)))

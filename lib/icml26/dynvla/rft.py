@@ -11,10 +11,10 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ._checks import pos_int, real
 from .actions import FastLite
 from .data import DriveData
 from .metric import PDMSConfig, pdm_score_t, scene_tensors
@@ -34,20 +34,11 @@ class GRPOConfig:
     iterations: int = 30
 
     def __post_init__(self):
-        def _int(name, lo):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-        _int("group_size", 2)
-        _int("contexts_per_step", 1)
-        _int("inner_epochs", 1)
-        _int("iterations", 0)
+        for name, lo in (("group_size", 2), ("contexts_per_step", 1), ("inner_epochs", 1), ("iterations", 0)):
+            pos_int(getattr(self, name), name, lo)
         for name, lo, strict in (("clip_eps", 0.0, True), ("beta_kl", 0.0, False), ("lr", 0.0, True),
                                  ("temperature", 0.0, True), ("lambda_fmt", 0.0, False)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or \
-                    (v <= lo if strict else v < lo):
-                raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {lo}, got {v!r}")
+            real(getattr(self, name), name, lo=lo, strict=strict)
 
 
 def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -57,8 +48,11 @@ def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
         raise TypeError("rewards must be a tensor [B, G]")
     if rewards.ndim != 2 or rewards.shape[1] < 2 or rewards.shape[0] < 1:
         raise ValueError(f"rewards must have shape [B, G] with G >= 2, got {tuple(rewards.shape)}")
+    if not rewards.is_floating_point():
+        raise TypeError(f"rewards must be a float tensor [B, G], got {rewards.dtype}")
     if not torch.isfinite(rewards).all():
         raise ValueError("rewards must be finite")
+    real(eps, "eps", lo=0.0)
     r = rewards.double()
     mu = r.mean(1, keepdim=True)
     sd = r.std(1, unbiased=False, keepdim=True)
@@ -108,6 +102,9 @@ def rft_train(policy, ref, data: DriveData, mode: str, space: TokenSpace, act: F
     clipped updates with the KL to ``ref``. Returns curves: reward, PDMS, format rate,
     zero-variance share, KL."""
     check_mode(mode)
+    if not isinstance(cfg, GRPOConfig):
+        raise TypeError(f"cfg must be a GRPOConfig, got {type(cfg).__name__}")
+    pos_int(seed, "seed", 0)
     dev = next(policy.parameters()).device
     img_all, speed_all = (t.to(dev) for t in context_of(data))
     sc = scene_tensors(data.batch, dev)

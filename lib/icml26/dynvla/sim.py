@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._checks import pos_int, real
+
 ALL_FAMILIES = ("free", "slow_lead", "lead_brake", "cut_out_reveal", "cut_in", "closure", "dense")
 KINDS = ("none", "cruise", "brake", "cut_in", "cut_out", "stopped")
 CAR_L, CAR_W = 4.5, 1.9
@@ -33,12 +35,11 @@ class WorldConfig:
     dyn_steps: int = 2
 
     def __post_init__(self):
-        if not isinstance(self.n_lanes, (int, np.integer)) or isinstance(self.n_lanes, bool) or self.n_lanes < 1:
-            raise ValueError(f"n_lanes must be an integer >= 1, got {self.n_lanes!r}")
+        pos_int(self.n_lanes, "n_lanes")
+        pos_int(self.dyn_steps, "dyn_steps")
+        pos_int(self.max_agents, "max_agents", 3)
         for name in ("lane_width", "dt", "frame_dt", "v_max", "t_future", "t_hist", "t_agents"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0:
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+            real(getattr(self, name), name, lo=0.0, strict=True)
         r = self.frame_dt / self.dt
         if abs(r - round(r)) > 1e-6:
             raise ValueError(f"frame_dt must be a multiple of dt ({self.dt}), got {self.frame_dt}")
@@ -47,10 +48,9 @@ class WorldConfig:
                              f"got {self.t_future}")
         if self.t_agents < self.t_future + 0.9:
             raise ValueError(f"t_agents must cover t_future + 0.9 s (TTC look-ahead), got {self.t_agents}")
-        if not self.families or any(f not in ALL_FAMILIES for f in self.families):
+        if isinstance(self.families, (str, bytes)) or not isinstance(self.families, (tuple, list)) or \
+                not self.families or any(f not in ALL_FAMILIES for f in self.families):
             raise ValueError(f"families must be a non-empty subset of {ALL_FAMILIES}, got {self.families!r}")
-        if self.max_agents < 3:
-            raise ValueError(f"max_agents must be >= 3, got {self.max_agents}")
 
     @property
     def road_half(self) -> float:
@@ -101,10 +101,11 @@ def sample_scenarios(n: int, cfg: WorldConfig | None = None, seed: int = 0) -> S
 
     Families (uniform): free road, slower lead, lead braking, lead cut-out revealing a stopped car,
     cut-in, closure ahead in the ego lane, dense mixed traffic."""
-    cfg = cfg or WorldConfig()
-    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
-    rng = np.random.default_rng(seed)
+    cfg = WorldConfig() if cfg is None else cfg
+    if not isinstance(cfg, WorldConfig):
+        raise TypeError(f"cfg must be a WorldConfig, got {type(cfg).__name__}")
+    pos_int(n, "n")
+    rng = np.random.default_rng(pos_int(seed, "seed", 0))
     A, L = cfg.max_agents, cfg.n_lanes
     lanes = cfg.lane_centres
     fam = rng.integers(0, len(cfg.families), n)

@@ -19,6 +19,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from ._checks import device as device_arg
+from ._checks import flag, pos_int, real
+
 N_BEV = 4
 MOTION_SCALE = (10.0, 1.0, 0.2)  # (dx m, dy m, dpsi rad): normalisation of the ego-motion target
 
@@ -48,18 +51,17 @@ class DynTokConfig:
     l2_codes: bool = True
 
     def __post_init__(self):
+        for k in ("decouple", "use_img", "use_bev", "act_reg", "restart_dead", "l2_codes"):
+            flag(getattr(self, k), k)
         for k in ("d_model", "enc_layers", "dec_layers", "heads", "patch", "d_vq"):
-            v = getattr(self, k)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{k} must be an integer >= 1, got {v!r}")
+            pos_int(getattr(self, k), k)
         for k in ("n_ego", "n_env"):
-            v = getattr(self, k)
-            if not isinstance(v, int) or isinstance(v, bool) or v < (1 if self.decouple else 0):
-                raise ValueError(f"{k} must be an integer >= 1 when decouple=True, got {v!r}")
+            pos_int(getattr(self, k), f"{k} (>= 1 when decouple=True)" if self.decouple else k,
+                    1 if self.decouple else 0)
         for k in ("m_ego", "m_env"):
-            v = getattr(self, k)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 2:
-                raise ValueError(f"{k} must be an integer >= 2, got {v!r}")
+            pos_int(getattr(self, k), k, 2)
+        for k in ("w_bev", "w_vq", "w_act", "w_grad", "beta_commit"):
+            real(getattr(self, k), k, lo=0.0)
         if self.d_model % self.heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
         if not (self.use_img or self.use_bev):
@@ -86,6 +88,10 @@ class VectorQuantizer(nn.Module):
 
     def __init__(self, m: int, d: int, beta: float = 0.25, l2: bool = True):
         super().__init__()
+        pos_int(m, "m")
+        pos_int(d, "d")
+        real(beta, "beta", lo=0.0)
+        flag(l2, "l2")
         self.codebook = nn.Parameter(torch.randn(m, d) * 0.1)
         self.beta, self.l2 = beta, l2
         self.register_buffer("initialised", torch.tensor(False))
@@ -280,8 +286,7 @@ def code_usage(idx: torch.Tensor, m: int) -> dict:
     """Active codes (used at least once) and perplexity of token ids ``idx`` in [0, m)."""
     if not isinstance(idx, torch.Tensor) or idx.is_floating_point() or idx.is_complex() or idx.dtype == torch.bool:
         raise TypeError("idx must be an integer tensor of token ids")
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-        raise ValueError(f"m must be a positive integer, got {m!r}")
+    pos_int(m, "m")
     if idx.numel() and (idx.min() < 0 or idx.max() >= m):
         raise ValueError(f"idx must lie in [0, {m})")
     cnt = torch.bincount(idx.flatten().cpu(), minlength=m).double()
@@ -303,11 +308,14 @@ def train_tokenizer(pairs, cfg: DynTokConfig, steps: int, batch: int = 64, lr: f
     """Train on frame pairs ``(o_t, o_t1, bev_t, bev_t1, motion)`` (AdamW, cosine schedule with a
     short warm-up). Returns the model and curves: step, loss, active codes per codebook on
     ``eval_pairs`` (default: the first 512 training pairs)."""
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    if not isinstance(batch, int) or batch < 2:
-        raise ValueError(f"batch must be an integer >= 2, got {batch!r}")
-    dev = dev or torch.device("cpu")
+    if not isinstance(cfg, DynTokConfig):
+        raise TypeError(f"cfg must be a DynTokConfig, got {type(cfg).__name__}")
+    pos_int(steps, "steps")
+    pos_int(batch, "batch", 2)
+    pos_int(log_every, "log_every")
+    pos_int(seed, "seed", 0)
+    real(lr, "lr", lo=0.0, strict=True)
+    dev = device_arg(dev) or torch.device("cpu")
     torch.manual_seed(seed)
     tok = DynamicsTokenizer(cfg).to(dev)
     pairs = [p.to(dev) for p in pairs]

@@ -18,6 +18,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ._checks import generator as generator_arg
+from ._checks import pos_int, real
 from .actions import FastLite
 from .data import LAT, LON, DriveData
 from .metric import N_WP, PDMSConfig, pdm_score
@@ -36,8 +38,7 @@ class TokenSpace:
                  n_fut: int = 64, n_act: int = 16):
         for k, v in dict(m_ego=m_ego, m_env=m_env, n_ego=n_ego, n_env=n_env, dyn_steps=dyn_steps, n_fut=n_fut,
                          n_act=n_act).items():
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{k} must be a positive integer, got {v!r}")
+            pos_int(v, k)
         self.sp = {s: i for i, s in enumerate(SPECIALS)}
         self.act0 = len(SPECIALS)
         self.ego0 = self.act0 + FastLite.vocab_size
@@ -170,6 +171,12 @@ class SFTConfig:
     lambda_act: float = 1.0
     max_steps: int = 1_000_000
 
+    def __post_init__(self):
+        for name in ("epochs", "batch", "max_steps"):
+            pos_int(getattr(self, name), name)
+        real(self.lr, "lr", lo=0.0, strict=True)
+        real(self.lambda_act, "lambda_act", lo=0.0)
+
 
 def sft_loss(model, img, speed, targets, is_cot, lambda_act: float = 1.0):
     """Eq. 7-8: token-mean cross-entropy on the thought plus lambda_act x on the action segment."""
@@ -184,6 +191,14 @@ def sft_loss(model, img, speed, targets, is_cot, lambda_act: float = 1.0):
 def sft_train(model, data: DriveData, targets: torch.Tensor, mode: str, space: TokenSpace, cfg: SFTConfig,
               seed: int = 0) -> dict:
     """Teacher-forced SFT (AdamW, cosine schedule). Returns the loss curves."""
+    if not isinstance(cfg, SFTConfig):
+        raise TypeError(f"cfg must be an SFTConfig, got {type(cfg).__name__}")
+    if not isinstance(data, DriveData):
+        raise TypeError(f"data must be a DriveData, got {type(data).__name__}")
+    if not isinstance(targets, torch.Tensor) or targets.dim() != 2 or len(targets) != len(data) \
+            or targets.shape[1] != space.length(mode):
+        raise ValueError(f"targets must be a token tensor [{len(data)}, {space.length(mode)}] for mode {mode!r}")
+    pos_int(seed, "seed", 0)
     dev = next(model.parameters()).device
     img, speed = (t.to(dev) for t in context_of(data))
     targets = targets.to(dev)
@@ -223,8 +238,8 @@ def generate(model, context, mode: str, space: TokenSpace, greedy: bool = True, 
     [B,k] teacher-forces the first k tokens (oracle CoT). Returns tokens [B,L] (and per-token
     log-probabilities under the sampling distribution)."""
     check_mode(mode)
-    if not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+    real(temperature, "temperature", lo=0.0, strict=True)
+    generator_arg(generator)
     img, speed = context
     ranges, _ = space.template(mode)
     dev = img.device

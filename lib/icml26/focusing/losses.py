@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .camera import Camera, project
-from .voxels import vertex_edges
+from .voxels import MAX_RES, vertex_edges
 
 
 def _weight(name: str, v) -> float:
@@ -87,11 +87,32 @@ def tsdf_loss(vertex_pos: Tensor, vertex_sdf: Tensor, gt_depth: Tensor, cam: Cam
 
 
 def sparse_tv(vertex_coords: Tensor, vertex_sdf: Tensor, h: float, res: int | None = None) -> Tensor:
-    """``L_TV = mean_{(a,b) in E} |s_a - s_b| / h`` over lattice edges with both vertices present (Sec. 3.6)."""
-    if not (isinstance(h, (int, float)) and h > 0):
-        raise ValueError(f"h must be > 0, got {h!r}")
-    res = res or round(1 / h)
-    e = vertex_edges(vertex_coords, res)
+    """``L_TV = mean_{(a,b) in E} |s_a - s_b| / h`` over lattice edges with both vertices present (Sec. 3.6).
+
+    ``vertex_coords (V,3)`` integer lattice coordinates in ``[0, res]`` (``res = round(1/h)`` by default),
+    ``vertex_sdf (V,)``. The vertex look-up is sparse on large lattices (``h = 1/1024`` costs memory
+    linear in V, not the 8.6 GB of a dense ``1025^3`` table)."""
+    if isinstance(h, bool) or not (isinstance(h, (int, float)) and math.isfinite(h) and h > 0):
+        raise ValueError(f"h must be a finite number > 0, got {h!r}")
+    if res is None:
+        if 1 / h > MAX_RES:
+            raise ValueError(f"h must be >= 1/MAX_RES = 2**-20 (res = round(1/h) lattice keys must fit int64), got {h!r}")
+        res = max(1, round(1 / h))
+    if isinstance(res, bool) or not isinstance(res, int) or not 1 <= res <= MAX_RES:
+        raise ValueError(f"res must be an int in [1, 2**20], got {res!r}")
+    if not isinstance(vertex_coords, Tensor) or vertex_coords.ndim != 2 or vertex_coords.shape[1] != 3 \
+            or vertex_coords.is_floating_point():
+        raise ValueError(f"vertex_coords must be a (V,3) integer tensor, got {getattr(vertex_coords, 'shape', vertex_coords)!r}")
+    if vertex_coords.numel() and (int(vertex_coords.min()) < 0 or int(vertex_coords.max()) > res):
+        raise ValueError(f"vertex_coords must lie in [0, res={res}], got [{int(vertex_coords.min())}, "
+                         f"{int(vertex_coords.max())}]")
+    if not isinstance(vertex_sdf, Tensor) or vertex_sdf.shape != vertex_coords.shape[:1] \
+            or not vertex_sdf.is_floating_point():
+        raise ValueError(f"vertex_sdf must be a floating (V,) tensor, one value per row of vertex_coords "
+                         f"(V={vertex_coords.shape[0]}), got {getattr(vertex_sdf, 'shape', vertex_sdf)!r}")
+    if not bool(torch.isfinite(vertex_sdf).all()):
+        raise ValueError("vertex_sdf must be finite")
+    e = vertex_edges(vertex_coords.long(), res)
     if e.shape[0] == 0:
         return vertex_sdf.sum() * 0
     return (vertex_sdf[e[:, 0]] - vertex_sdf[e[:, 1]]).abs().mean() / h

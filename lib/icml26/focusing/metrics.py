@@ -98,7 +98,13 @@ def render_coverage(grid: SparseGrid, vertex_sdf: Tensor, cam: Camera, gt: dict,
 
 
 def hole_fraction(pred_mask: Tensor, gt_mask: Tensor) -> float:
-    """Share of ground-truth foreground pixels rendered with opacity below 0.5."""
+    """Share of ground-truth foreground pixels rendered with opacity below 0.5 (in [0, 1]). NaN or
+    infinite opacities are refused: a NaN compares False with 0.5 and would count as covered."""
+    for name, t in (("pred_mask", pred_mask), ("gt_mask", gt_mask)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} must be finite (a NaN opacity would count as covered)")
     if pred_mask.shape != gt_mask.shape:
         raise ValueError(f"pred_mask and gt_mask must have the same shape, got {tuple(pred_mask.shape)} "
                          f"and {tuple(gt_mask.shape)}")

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .voxels import CORNERS, SparseGrid, cube_offsets, point_voxel_index
+from .voxels import CORNERS, SparseGrid, check_res, cube_offsets, point_voxel_index
 
 
 class SparseConv3d(nn.Module):
@@ -100,6 +100,12 @@ class SparseVAE(nn.Module):
         super().__init__()
         if up != 2:
             raise ValueError(f"up must be 2 (one x2 upsampler), got {up!r}")
+        check_res(res_lat, "res_lat")
+        for name, v in (("width", width), ("blocks", blocks), ("latent", latent), ("heads", heads)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if width % heads:
+            raise ValueError(f"width must be divisible by heads, got width={width}, heads={heads}")
         self.res_lat, self.res_fine, self.latent = res_lat, up * res_lat, latent
         self.point_mlp = nn.Sequential(nn.Linear(6, width), nn.GELU(), nn.Linear(width, width))
         self.enc_block = SparseBlock(width, heads)

@@ -18,7 +18,7 @@ from .model import SparseVAE, fine_occupancy, kl_divergence
 from .render import render_sdf
 from .shapes import Mesh, sample_surface
 from .views import adaptive_zoom, carve, frustum_section, section_camera
-from .voxels import SparseGrid, shared_corner_average, voxelize_points
+from .voxels import SparseGrid, check_device, check_res, shared_corner_average, voxelize_points
 
 SCHEMES = ("full", "fsv", "focus", "focus_zoom")
 
@@ -56,19 +56,35 @@ class TrainConfig:
     log_every: int = 1
 
     def __post_init__(self):
+        """Every field checked by name: NaN, infinities and out-of-range values are refused here, not
+        deep inside a training step (``inside_prob=2``, ``lr=nan``, ``width=0``)."""
         if self.scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {self.scheme!r}")
-        if not (isinstance(self.tsdf_warmup_frac, (int, float)) and 0 <= self.tsdf_warmup_frac <= 1):
-            raise ValueError(f"tsdf_warmup_frac must be in [0, 1], got {self.tsdf_warmup_frac!r}")
+        for k in ("tsdf_warmup_frac", "inside_prob", "kappa_frac"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) and 0 <= v <= 1):
+                raise ValueError(f"{k} must be in [0, 1], got {v!r}")
         for k in ("lambda_tv", "lambda_tsdf", "lambda_cons", "lambda_occ", "lambda_kl", "lambda_depth",
                   "lambda_ssim", "lr"):
             _weight(k, getattr(self, k))
-        if not isinstance(self.steps, int) or self.steps < 1:
-            raise ValueError(f"steps must be a positive int, got {self.steps!r}")
-        if not (0 < self.alpha <= 1):
+        if self.lr == 0:
+            raise ValueError("lr must be > 0, got 0")
+        for k in ("steps", "H", "W", "width", "blocks", "latent", "budget", "n_points", "log_every"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{k} must be a positive int, got {v!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
+        check_res(self.res_lat, "res_lat")
+        if isinstance(self.alpha, bool) or not (isinstance(self.alpha, (int, float)) and 0 < self.alpha <= 1):
             raise ValueError(f"alpha must be in (0, 1], got {self.alpha!r}")
-        if not isinstance(self.budget, int) or self.budget < 1:
-            raise ValueError(f"budget must be a positive int, got {self.budget!r}")
+        if isinstance(self.zeta_max, bool) or not (isinstance(self.zeta_max, (int, float))
+                                                   and 1 <= self.zeta_max < math.inf):
+            raise ValueError(f"zeta_max must be a finite number >= 1, got {self.zeta_max!r}")
+        if (not isinstance(self.kappa, (tuple, list)) or len(self.kappa) != 2
+                or not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in self.kappa)):
+            raise ValueError(f"kappa must be a pair of positive numbers (start, end), got {self.kappa!r}")
+        check_device(self.device, "device")
 
     @property
     def res_fine(self) -> int:
@@ -95,6 +111,7 @@ class ShapeData:
 
 
 def prepare(mesh: Mesh, res_lat: int, n_points: int = 20000, seed: int = 0, device="cpu") -> ShapeData:
+    check_device(device, "device")
     p, n = sample_surface(mesh, n_points, seed)
     lat = voxelize_points(p, res_lat)
     occ = fine_occupancy(p, 2 * res_lat, lat)

@@ -1,9 +1,11 @@
-"""Sparse voxel grids as coordinate tensors plus a dense index grid (spec Sec. 3.1-3.2).
+"""Sparse voxel grids as coordinate tensors plus an index (spec Sec. 3.1-3.2).
 
 A :class:`SparseGrid` holds the integer coordinates of the active voxels of an ``res^3`` grid over
-the cube ``[-0.5, 0.5]^3``; neighbour look-ups go through a dense ``res^3`` table of row indices,
-which is fine up to ``256^3`` on a GPU and is what the sparse convolution and neighbourhood
-attention gather from.
+the cube ``[-0.5, 0.5]^3``; neighbour look-ups (what the sparse convolution and neighbourhood
+attention gather from) go through a dense ``res^3`` table of row indices while that table stays
+under :data:`DENSE_INDEX_MAX_BYTES` (``res <= 128``), and through the sorted voxel keys (binary
+search, memory linear in the number of voxels) above: one voxel at ``res = 1024`` costs bytes, not
+the 8 GiB of a dense table.
 """
 
 from __future__ import annotations
@@ -13,14 +15,50 @@ import itertools
 import torch
 from torch import Tensor
 
+from ..core.checks import check_device  # noqa: F401
+
 #: the eight corner offsets of a cube, bit order (dx, dy, dz)
 CORNERS = torch.tensor(list(itertools.product((0, 1), repeat=3)), dtype=torch.long)
+#: largest dense index table (int64 entries, one per cell of the grid), in bytes; larger grids look
+#: voxels up in their sorted keys instead
+DENSE_INDEX_MAX_BYTES = 64 * 1024 ** 2
+#: largest grid resolution: keys ``(x res + y) res + z`` of the ``(res + 1)^3`` vertex lattice fit int64
+MAX_RES = 2 ** 20
 
 
 def check_res(res, name: str = "res") -> int:
     if not isinstance(res, int) or isinstance(res, bool) or res < 1 or res & (res - 1):
         raise ValueError(f"{name} must be a positive power of two, got {res!r}")
+    if res > MAX_RES:
+        raise ValueError(f"{name} must be at most MAX_RES = 2**20 (voxel keys must fit int64), got {res}")
     return res
+
+
+class _KeyIndex:
+    """Row of each integer key among ``keys (N,)``, -1 where absent: a dense table of ``size`` entries
+    when it fits :data:`DENSE_INDEX_MAX_BYTES`, else the sorted keys and a binary search. Both give the
+    same rows for unique keys."""
+
+    def __init__(self, keys: Tensor, size: int):
+        n, dev = keys.shape[0], keys.device
+        self.size = size
+        if 8 * size <= DENSE_INDEX_MAX_BYTES:
+            dense = torch.full((size,), -1, dtype=torch.long, device=dev)
+            dense[keys] = torch.arange(n, device=dev)
+            self.dense, self.n_unique = dense, int((dense >= 0).sum()) if n else 0
+        else:
+            self.dense = None
+            self.sorted, self.rows = torch.sort(keys)
+            self.n_unique = int(torch.unique_consecutive(self.sorted).numel())
+
+    def __call__(self, k: Tensor) -> Tensor:
+        """Rows of keys ``k`` (any shape, each in ``[0, size)``)."""
+        if self.dense is not None:
+            return self.dense[k]
+        if self.sorted.numel() == 0:
+            return torch.full_like(k, -1)
+        pos = torch.searchsorted(self.sorted, k.reshape(-1)).clamp_max(self.sorted.numel() - 1).reshape(k.shape)
+        return torch.where(self.sorted[pos] == k, self.rows[pos], torch.full_like(k, -1))
 
 
 def cube_offsets(k: int = 3) -> Tensor:
@@ -59,12 +97,9 @@ class SparseGrid:
         if check and (int(coords.min()) < 0 or int(coords.max()) >= res):
             raise ValueError(f"coords must lie in [0, {res}), got [{int(coords.min())}, {int(coords.max())}]")
         self.coords, self.res = coords, res
-        dense = torch.full((res ** 3,), -1, dtype=torch.long, device=coords.device)
-        key = self.key(coords)
-        dense[key] = torch.arange(coords.shape[0], device=coords.device)
-        if check and int((dense >= 0).sum()) != coords.shape[0]:
+        self._index = _KeyIndex(self.key(coords), res ** 3)
+        if check and self._index.n_unique != coords.shape[0]:
             raise ValueError("coords must be unique (duplicate voxel coordinates)")
-        self.dense = dense
         self._nbr: dict = {}
         self._corners = None
 
@@ -86,7 +121,7 @@ class SparseGrid:
         """Row index of integer coordinates ``c (...,3)``; -1 where absent or outside the grid."""
         inside = ((c >= 0) & (c < self.res)).all(-1)
         k = self.key(c.clamp(0, self.res - 1))
-        return torch.where(inside, self.dense[k], torch.full_like(k, -1))
+        return torch.where(inside, self._index(k), torch.full_like(k, -1))
 
     def centers(self) -> Tensor:
         """World coordinates of the voxel centres ``(N,3)``."""
@@ -139,18 +174,18 @@ def shared_corner_average(corner_sdf: Tensor, cube_vertex: Tensor, n_vertices: i
 
 
 def vertex_edges(vertex_coords: Tensor, res: int) -> Tensor:
-    """``(E,2)`` index pairs of lattice edges whose two end vertices both exist."""
+    """``(E,2)`` index pairs of lattice edges whose two end vertices both exist (vertex look-ups as in
+    :class:`SparseGrid`: dense table on small lattices, sorted keys on large ones)."""
     r1 = res + 1
-    dense = torch.full((r1 ** 3,), -1, dtype=torch.long, device=vertex_coords.device)
     key = (vertex_coords[:, 0] * r1 + vertex_coords[:, 1]) * r1 + vertex_coords[:, 2]
-    dense[key] = torch.arange(vertex_coords.shape[0], device=vertex_coords.device)
+    index = _KeyIndex(key, r1 ** 3)
     out = []
     for ax in range(3):
         c = vertex_coords.clone()
         c[:, ax] += 1
         ok = c[:, ax] < r1
         k = (c[:, 0] * r1 + c[:, 1]) * r1 + c[:, 2]
-        j = torch.where(ok, dense[k.clamp(max=r1 ** 3 - 1)], torch.full_like(k, -1))
+        j = torch.where(ok, index(k.clamp(max=r1 ** 3 - 1)), torch.full_like(k, -1))
         i = torch.arange(vertex_coords.shape[0], device=vertex_coords.device)
         out.append(torch.stack([i[j >= 0], j[j >= 0]], -1))
     return torch.cat(out)

@@ -66,3 +66,37 @@ def log_probs(name: str, x) -> torch.Tensor:
     if bool(torch.isnan(x).any()) or bool((x == float("inf")).any()):
         raise ValueError(f"{name} must hold log-probabilities (no NaN or +inf)")
     return x
+
+
+def normalised_log_probs(name: str, x, tol: float = 1e-3) -> torch.Tensor:
+    """Log-probabilities of distributions over the last axis: as :func:`log_probs`, and every row's
+    ``logsumexp`` within ``tol`` of 0 (unnormalised rows would give a negative KL or a biased log Z)."""
+    log_probs(name, x)
+    lse = torch.logsumexp(x.double(), -1)
+    if not bool((lse.abs() <= tol).all()):
+        worst = float(lse.abs().max())
+        raise ValueError(f"{name} must be normalised log-probabilities over the last axis (logsumexp = 0), "
+                         f"a row is off by {worst:.3g}; apply torch.log_softmax")
+    return x
+
+
+def generator(name: str, g) -> torch.Generator | None:
+    """``None`` or a ``torch.Generator`` (a device string such as ``"cuda"`` is not a generator)."""
+    if g is not None and not isinstance(g, torch.Generator):
+        raise TypeError(f"{name} must be a torch.Generator or None, got {type(g).__name__} {g!r:.40}")
+    return g
+
+
+def device(name: str, d) -> torch.device | None:
+    """``None`` or a device torch can use here (CUDA on a CPU-only build is refused by name)."""
+    if d is None:
+        return None
+    try:
+        dev = torch.device(d)
+    except (TypeError, RuntimeError) as exc:
+        raise TypeError(f"{name} must be None, a torch.device or a device string such as 'cpu', got {d!r}") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{name}={d!r} but this torch build sees no CUDA device")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"{name}={d!r} but only {torch.cuda.device_count()} CUDA device(s) are visible")
+    return dev

@@ -46,6 +46,7 @@ class HistoryEstimator:
     def __init__(self, n_prompts: int, prior: float = 0.5, device=None):
         n_prompts = ck.count("n_prompts", n_prompts)
         prior = ck.unit_float("prior", prior)
+        ck.device("device", device)
         self.acc = torch.full((n_prompts,), prior, device=device)
         self.seen = torch.zeros(n_prompts, dtype=torch.long, device=device)
 
@@ -61,9 +62,9 @@ class HistoryEstimator:
 
 def keep_mixed_groups(rewards: torch.Tensor, keep: int) -> torch.Tensor:
     """Dynamic sampling (DAPO): indices of the first ``keep`` groups whose G rewards are not all
-    equal (rewards [B', G]); fewer when fewer are mixed."""
+    equal (rewards [B', G]); fewer when fewer are mixed. "Mixed" compares the rewards themselves
+    (max > min), so a group of equal non-binary rewards (all 0.5) is dropped like all-0 or all-1."""
     ck.tensor("rewards", rewards, ndim=2)
     keep = ck.count("keep", keep)
-    s = rewards.sum(1)
-    mixed = torch.nonzero((s > 0) & (s < rewards.shape[1])).squeeze(1)
+    mixed = torch.nonzero(rewards.amax(1) > rewards.amin(1)).squeeze(1)
     return mixed[:keep]

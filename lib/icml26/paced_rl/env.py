@@ -20,11 +20,18 @@ from torch import nn
 
 from . import _checks as ck
 
+#: largest table of :func:`all_sequences` (vocab**length x length int64 entries), in bytes
+MAX_SEQUENCE_BYTES = 2 * 1024 ** 3
+
 
 def all_sequences(vocab: int, length: int, device=None) -> torch.Tensor:
-    """All vocab**length responses, [S, T] (lexicographic order)."""
+    """All vocab**length responses, [S, T] (lexicographic order); at most :data:`MAX_SEQUENCE_BYTES`."""
     vocab = ck.count("vocab", vocab, 2)
     length = ck.count("length", length, 1)
+    ck.device("device", device)
+    if length * math.log(vocab) + math.log(8 * length) > math.log(MAX_SEQUENCE_BYTES):
+        raise ValueError(f"vocab**length responses of length {length} (vocab={vocab}) exceed "
+                         f"MAX_SEQUENCE_BYTES = {MAX_SEQUENCE_BYTES / 2 ** 30:.0f} GiB as int64; use a smaller vocab or length")
     grids = torch.cartesian_prod(*[torch.arange(vocab, device=device)] * length)
     return grids.reshape(-1, length)
 
@@ -52,8 +59,9 @@ class HiddenRuleTask:
             raise ValueError(f"easy_tolerance must lie in [0, length={self.length}], got {easy_tolerance}")
         ck.count("seed", seed, 0)
         max_responses = ck.count("max_responses", max_responses)
-        if self.vocab**self.length > max_responses:
-            raise ValueError(f"vocab**length = {self.vocab ** self.length} responses exceed max_responses="
+        if self.length * math.log(self.vocab) > math.log(max_responses) + 1e-9 \
+                or self.vocab ** self.length > max_responses:      # logs first: no huge integer power
+            raise ValueError(f"vocab**length = {self.vocab}**{self.length} responses exceed max_responses="
                              f"{max_responses}: exact evaluation would not fit")
         g = torch.Generator().manual_seed(seed)
         n = self.n_train + self.n_test
@@ -76,7 +84,9 @@ class HiddenRuleTask:
 
     def to(self, device) -> HiddenRuleTask:
         """Move the task's tensors to ``device`` (in place; returns self)."""
-        self.device = torch.device(device)
+        if device is None:
+            raise TypeError("device must be a torch.device or a device string such as 'cpu', got None")
+        self.device = ck.device("device", device)
         self.__dict__.pop("_warm_cache", None)
         for name in ("embeddings", "types", "targets", "tolerances", "rule", "train_idx", "test_idx"):
             setattr(self, name, getattr(self, name).to(self.device))
@@ -170,6 +180,7 @@ class ARPolicy(nn.Module):
     def sample(self, emb: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """One response per row of ``emb``, [n, T] (temperature 1, Gumbel-max on the generator)."""
         emb = self._emb(emb)
+        ck.generator("generator", generator)
         n = emb.shape[0]
         prev = torch.full((n,), self.vocab, dtype=torch.long, device=emb.device)
         out = []
@@ -261,7 +272,12 @@ def exact_pass_at_k(acc: torch.Tensor, ks) -> torch.Tensor:
     ck.tensor("acc", acc, ndim=1)
     if bool(((acc < -1e-6) | (acc > 1 + 1e-6)).any()):
         raise ValueError("acc must lie in [0, 1]")
-    ks = list(ks) if not isinstance(ks, int) else [ks]
+    if isinstance(ks, int):
+        ks = [ks]
+    try:
+        ks = list(ks)
+    except TypeError:
+        raise TypeError(f"ks must be an integer or a sequence of integers, got {ks!r}") from None
     if not ks:
         raise ValueError("ks must not be empty")
     for k in ks:

@@ -78,9 +78,10 @@ def tb_loss(log_z: torch.Tensor, logp: torch.Tensor, logp_prior: torch.Tensor, r
 
 
 def kl_divergence(logp_p_all: torch.Tensor, logp_q_all: torch.Tensor) -> torch.Tensor:
-    """KL(p || q) between enumerable distributions given as log-probabilities over the last axis."""
-    ck.log_probs("logp_p_all", logp_p_all)
-    ck.log_probs("logp_q_all", logp_q_all)
+    """KL(p || q) between enumerable distributions given as log-probabilities over the last axis
+    (normalised: every row's logsumexp within 1e-3 of 0, so the result is >= 0 up to rounding)."""
+    ck.normalised_log_probs("logp_p_all", logp_p_all)
+    ck.normalised_log_probs("logp_q_all", logp_q_all)
     ck.same_shape(("logp_p_all", "logp_q_all"), logp_p_all, logp_q_all)
     p = logp_p_all.exp()
     diff = torch.where(p > 0, logp_p_all - logp_q_all, torch.zeros_like(p))
@@ -100,8 +101,8 @@ def optimal_log_z(logp_theta_all: torch.Tensor, logp_old_all: torch.Tensor, rewa
     Inputs are [..., S] over all S outputs; the result is [...]."""
     beta = ck.pos_float("beta", beta)
     names = ("logp_theta_all", "logp_old_all", "reward_all")
-    ck.log_probs("logp_theta_all", logp_theta_all)
-    ck.log_probs("logp_old_all", logp_old_all)
+    ck.normalised_log_probs("logp_theta_all", logp_theta_all)
+    ck.normalised_log_probs("logp_old_all", logp_old_all)
     ck.tensor("reward_all", reward_all)
     ck.same_shape(names, logp_theta_all, logp_old_all, reward_all)
     p_old = logp_old_all.exp()
@@ -116,7 +117,7 @@ def log_z_true(logp_old_all: torch.Tensor, reward_all: torch.Tensor, beta: float
     """The true normaliser of the tilted target, log sum_y pi_old(y) exp(r(y)/beta) (3.2 with
     pi_ref = pi_old). Equals ``optimal_log_z`` only when pi_theta is the tilted target itself."""
     beta = ck.pos_float("beta", beta)
-    ck.log_probs("logp_old_all", logp_old_all)
+    ck.normalised_log_probs("logp_old_all", logp_old_all)
     ck.tensor("reward_all", reward_all)
     ck.same_shape(("logp_old_all", "reward_all"), logp_old_all, reward_all)
     out = torch.logsumexp(logp_old_all + reward_all / beta, -1)
@@ -159,6 +160,7 @@ def select_prompts(scores: torch.Tensor, pool_idx: torch.Tensor, batch_size: int
     if batch_size > pool_idx.numel():
         raise ValueError(f"batch_size={batch_size} is larger than the pool ({pool_idx.numel()} prompts)")
     tau = ck.unit_float("tau", tau)
+    ck.generator("generator", generator)
     gdev = generator.device if generator is not None else scores.device
     perm = torch.randperm(scores.numel(), generator=generator, device=gdev).to(scores.device)
     dist = (scores[perm].clamp(0.0, 1.0) - tau).abs()

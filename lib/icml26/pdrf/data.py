@@ -12,6 +12,8 @@ from dataclasses import dataclass, fields
 
 import torch
 
+from ._checks import check_device, check_generator, check_int, check_real
+
 THRESHOLDS = (0.10, 0.25, 0.40, 0.55)
 """Verification thresholds on [0, 1] frames: light, moderate, heavy, intense."""
 
@@ -136,13 +138,13 @@ def generate_radar(n: int, cfg: RadarConfig | None = None, generator: torch.Gene
     """
     from .physics import semi_lagrangian
 
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
+    check_int("n", n)
     cfg = RadarConfig() if cfg is None else cfg
     if not isinstance(cfg, RadarConfig):
         raise TypeError(f"cfg must be a RadarConfig, got {type(cfg).__name__}")
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    gen = generator if generator is not None else torch.Generator(device="cpu").manual_seed(0)
+    device = check_device(device, "device") or torch.device("cpu")
+    gen = check_generator(generator, "generator")
+    gen = gen if gen is not None else torch.Generator(device="cpu").manual_seed(0)
     gdev = gen.device
     m, K, T = cfg.margin, cfg.k_max, cfg.t_total
     Hp, Wp = cfg.H + 2 * m, cfg.W + 2 * m
@@ -216,8 +218,9 @@ def generate_radar(n: int, cfg: RadarConfig | None = None, generator: torch.Gene
 def make_splits(cfg: RadarConfig, n_train: int, n_test: int, seed: int = 0, device=None) -> dict:
     """Fixed train and test sets from disjoint seeds (train: ``2*seed``, test: ``2*seed + 1``)."""
     for name, v in (("n_train", n_train), ("n_test", n_test)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+        check_int(name, v)
+    check_int("seed", seed, 0)
+    check_device(device, "device")
     out = {}
     for split, nn, s in (("train", n_train, 2 * seed + 1000), ("test", n_test, 2 * seed + 1001)):
         x, mot = generate_radar(nn, cfg, torch.Generator().manual_seed(s), device=device, return_motion=True)
@@ -229,11 +232,13 @@ def embedded_ring(n: int, dim: int = 64, n_modes: int = 8, radius: float = 2.0, 
                   generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """NB1 toy: a ring of ``n_modes`` Gaussians in 2-D embedded in ``dim`` dimensions by a fixed
     random orthonormal P (dim, 2). Returns (samples (n, dim), P)."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
-    if not isinstance(dim, int) or isinstance(dim, bool) or dim < 2:
-        raise ValueError(f"dim must be an int >= 2, got {dim!r}")
-    g = generator if generator is not None else torch.Generator().manual_seed(0)
+    check_int("n", n)
+    check_int("dim", dim, 2)
+    check_int("n_modes", n_modes)
+    check_real("radius", radius, lo=0.0)
+    check_real("std", std, lo=0.0)
+    g = check_generator(generator, "generator")
+    g = g if g is not None else torch.Generator().manual_seed(0)
     P, _ = torch.linalg.qr(torch.randn(dim, 2, generator=torch.Generator().manual_seed(1234)))
     k = torch.randint(0, n_modes, (n,), generator=g)
     ang = 2 * math.pi * k / n_modes

@@ -14,6 +14,7 @@ import math
 import torch
 import torch.nn as nn
 
+from ._checks import check_generator, check_int, check_real
 from .physics import sl_teacher
 
 KINDS = ("det", "rf_v", "rf_x", "pdrf")
@@ -24,8 +25,7 @@ def _bshape(t, x):
 
 
 def _check_t_eps(t_eps):
-    if not isinstance(t_eps, int | float) or isinstance(t_eps, bool) or not (0.0 < float(t_eps) < 1.0):
-        raise ValueError(f"t_eps must lie in (0, 1), got {t_eps!r}")
+    check_real("t_eps", t_eps, lo=0.0, hi=1.0, strict=True)
 
 
 def _check_tensor(name, x):
@@ -71,10 +71,9 @@ def pdrf_loss(model: nn.Module, x1: torch.Tensor, cond: torch.Tensor | None, x_s
     """
     if param not in ("x", "v"):
         raise ValueError(f"param must be 'x' or 'v', got {param!r}")
-    if not isinstance(lambda_phy, int | float) or isinstance(lambda_phy, bool) or not math.isfinite(lambda_phy) \
-            or lambda_phy < 0:
-        raise ValueError(f"lambda_phy must be a finite number >= 0, got {lambda_phy!r}")
+    check_real("lambda_phy", lambda_phy, lo=0.0)
     _check_t_eps(t_eps)
+    check_generator(generator, "generator")
     _check_tensor("x1", x1)
     if cond is not None:
         _check_tensor("cond", cond)
@@ -128,12 +127,17 @@ def sample(model: nn.Module, cond: torch.Tensor | None, shape, nfe: int = 5, par
     Returns the un-clipped Z_N, and with ``return_traj`` a dict with ``z`` (N+1, ...) and ``x1_hat``
     (N, ...) (for ``param="v"`` the implied clean prediction Z + (1 - t) v_hat).
     """
-    if not isinstance(nfe, int) or isinstance(nfe, bool) or nfe < 1:
-        raise ValueError(f"nfe must be an int >= 1, got {nfe!r}")
+    check_int("nfe", nfe)
     if param not in ("x", "v"):
         raise ValueError(f"param must be 'x' or 'v', got {param!r}")
     _check_t_eps(t_eps)
-    shape = tuple(shape)
+    check_generator(generator, "generator")
+    try:
+        shape = tuple(int(v) for v in shape)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"shape must be a tuple of ints, got {shape!r}") from e
+    if len(shape) < 2 or min(shape) < 1:
+        raise ValueError(f"shape must be a batch shape (B, ...) of positive sizes, got {shape}")
     if cond is not None:
         _check_tensor("cond", cond)
         if cond.shape[0] != shape[0]:
@@ -189,10 +193,15 @@ def train(model: nn.Module, kind: str, train_frames: torch.Tensor, steps: int, b
     _check_tensor("train_frames", train_frames)
     if train_frames.dim() != 4:
         raise ValueError(f"train_frames must be (N, T, H, W), got {tuple(train_frames.shape)}")
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise ValueError(f"steps must be an int >= 1, got {steps!r}")
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    check_int("steps", steps)
+    check_int("batch_size", batch_size)
+    check_int("ema_every", ema_every)
+    check_real("lr", lr, lo=0.0, strict=True)
+    check_real("lambda_phy", lambda_phy, lo=0.0)
+    check_real("ema_beta", ema_beta, lo=0.0, hi=1.0)
+    check_real("warmup_frac", warmup_frac, lo=0.0, hi=1.0)
+    _check_t_eps(t_eps)
+    check_generator(generator, "generator")
     t_in = model.t_in
     N, T = train_frames.shape[:2]
     t_out = T - t_in

@@ -11,6 +11,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ._checks import check_generator, check_int
+
 
 def _check_pair(pred, obs):
     for name, x in (("pred", pred), ("obs", obs)):
@@ -27,9 +29,11 @@ def _check_pair(pred, obs):
 
 
 def _check_thresholds(thresholds):
+    if isinstance(thresholds, str | bytes):
+        raise TypeError(f"thresholds must be a sequence of numbers, got {thresholds!r}")
     try:
         th = [float(v) for v in thresholds]
-    except TypeError as e:
+    except (TypeError, ValueError) as e:
         raise TypeError(f"thresholds must be a sequence of numbers, got {thresholds!r}") from e
     if not th or any(not math.isfinite(v) for v in th) or any(b <= a for a, b in zip(th, th[1:], strict=False)):
         raise ValueError(f"thresholds must be a non-empty, strictly increasing sequence, got {thresholds!r}")
@@ -53,11 +57,24 @@ def _div(a, b):
     return torch.where(b > 0, a / b.clamp_min(1e-300), torch.full_like(a, float("nan")))
 
 
-def scores_from_counts(counts: torch.Tensor) -> dict:
-    """CSI, POD, FAR, HSS and frequency BIAS from counts (..., 4); zero denominators give NaN."""
-    if not isinstance(counts, torch.Tensor) or counts.shape[-1] != 4:
-        raise ValueError(f"counts must be a tensor (..., 4), got {getattr(counts, 'shape', counts)!r}")
+def _check_counts(counts) -> torch.Tensor:
+    """Contingency counts (..., 4) = (H, M, F, R): a real tensor of finite, non-negative entries (float64)."""
+    if not isinstance(counts, torch.Tensor) or counts.is_complex() or counts.dtype == torch.bool:
+        raise TypeError(f"counts must be a real tensor (..., 4), got {type(counts).__name__}")
+    if counts.dim() < 1 or counts.shape[-1] != 4:
+        raise ValueError(f"counts must have a last dimension of 4 (H, M, F, R), got shape {tuple(counts.shape)}")
     c = counts.double()
+    if not bool(torch.isfinite(c).all()) or bool((c < 0).any()):
+        raise ValueError("counts must be finite and non-negative (they count hits, misses, false alarms, "
+                         "correct negatives)")
+    return c
+
+
+def scores_from_counts(counts: torch.Tensor) -> dict:
+    """CSI, POD, FAR, HSS and frequency BIAS from counts (..., 4); zero denominators give NaN.
+
+    CSI, POD and FAR lie in [0, 1], HSS in [-1, 1], BIAS in [0, inf)."""
+    c = _check_counts(counts)
     h, m, f, r = c.unbind(-1)
     return {"csi": _div(h, h + m + f), "pod": _div(h, h + m), "far": _div(f, h + f),
             "hss": _div(2 * (h * r - f * m), (h + m) * (m + r) + (h + f) * (f + r)), "bias": _div(h + f, h + m)}
@@ -65,8 +82,7 @@ def scores_from_counts(counts: torch.Tensor) -> dict:
 
 def max_pool(x: torch.Tensor, k: int) -> torch.Tensor:
     """Non-overlapping k x k max-pool of (B, T, H, W); k must divide H and W."""
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}")
+    check_int("k", k)
     if x.shape[-1] % k or x.shape[-2] % k:
         raise ValueError(f"k={k} must divide H and W, got {tuple(x.shape[-2:])}")
     return F.max_pool2d(x, k)
@@ -95,6 +111,12 @@ def fss_sums(pred: torch.Tensor, obs: torch.Tensor, threshold: float, window: in
 
 def fss_from_sums(sums: torch.Tensor) -> torch.Tensor:
     """FSS = 1 - sum (P_f - P_o)^2 / (sum P_f^2 + sum P_o^2); NaN where both fields are empty."""
+    if not isinstance(sums, torch.Tensor) or not sums.is_floating_point():
+        raise TypeError(f"sums must be a float tensor (..., 3) from fss_sums, got {type(sums).__name__}")
+    if sums.dim() < 1 or sums.shape[-1] != 3:
+        raise ValueError(f"sums must have a last dimension of 3, got shape {tuple(sums.shape)}")
+    if not bool(torch.isfinite(sums).all()) or bool((sums < 0).any()):
+        raise ValueError("sums must be finite and non-negative")
     return 1 - _div(sums[..., 0], sums[..., 1] + sums[..., 2])
 
 
@@ -110,12 +132,10 @@ class NowcastEvaluator:
 
     def __init__(self, thresholds, t_out: int, fss_windows=(1, 3, 5, 9), pool: int = 4, clip: bool = False):
         self.thresholds = _check_thresholds(thresholds)
-        if not isinstance(t_out, int) or isinstance(t_out, bool) or t_out < 1:
-            raise ValueError(f"t_out must be an int >= 1, got {t_out!r}")
+        check_int("t_out", t_out)
         for w in fss_windows:
             _check_window(w)
-        if not isinstance(pool, int) or isinstance(pool, bool) or pool < 1:
-            raise ValueError(f"pool must be a positive int, got {pool!r}")
+        check_int("pool", pool)
         self.t_out, self.windows, self.pool, self.clip = t_out, tuple(fss_windows), pool, clip
         nt = len(self.thresholds)
         self.counts = torch.zeros(nt, t_out, 4, dtype=torch.float64)
@@ -162,8 +182,11 @@ class NowcastEvaluator:
 def off_manifold_residual(x: torch.Tensor, P: torch.Tensor) -> float:
     """Mean || (I - P P^T) x || over samples x (n, D) for an orthonormal P (D, k) (NB1)."""
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or not isinstance(P, torch.Tensor) or P.dim() != 2 \
-            or x.shape[1] != P.shape[0]:
+            or x.shape[1] != P.shape[0] or x.numel() == 0:
         raise ValueError(f"x must be (n, D) and P (D, k), got {getattr(x, 'shape', x)} and {getattr(P, 'shape', P)}")
+    for name, v in (("x", x), ("P", P)):
+        if not v.is_floating_point() or not bool(torch.isfinite(v).all()):
+            raise ValueError(f"{name} must be a finite float tensor")
     r = x - (x @ P) @ P.T
     return float(r.norm(dim=1).mean())
 
@@ -171,9 +194,19 @@ def off_manifold_residual(x: torch.Tensor, P: torch.Tensor) -> float:
 def sliced_wasserstein(x: torch.Tensor, y: torch.Tensor, n_proj: int = 256,
                        generator: torch.Generator | None = None) -> float:
     """Sliced 2-Wasserstein distance between equal-size samples x, y (n, d)."""
-    if x.shape != y.shape or x.dim() != 2:
-        raise ValueError(f"x and y must be (n, d) of equal shape, got {tuple(x.shape)} and {tuple(y.shape)}")
-    g = generator if generator is not None else torch.Generator().manual_seed(0)
+    for name, v in (("x", x), ("y", y)):
+        if not isinstance(v, torch.Tensor) or v.dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"{name} must be a float32/float64 tensor (n, d), got "
+                            f"{v.dtype if isinstance(v, torch.Tensor) else type(v).__name__}")
+        if not bool(torch.isfinite(v).all()):
+            raise ValueError(f"{name} must be finite")
+    if x.shape != y.shape or x.dim() != 2 or x.numel() == 0:
+        raise ValueError(f"x and y must be non-empty (n, d) of equal shape, got {tuple(x.shape)} and {tuple(y.shape)}")
+    if x.dtype != y.dtype:
+        raise TypeError(f"x and y must share one dtype, got {x.dtype} and {y.dtype}")
+    check_int("n_proj", n_proj)
+    g = check_generator(generator, "generator")
+    g = g if g is not None else torch.Generator().manual_seed(0)
     th = torch.randn(x.shape[1], n_proj, generator=g).to(x)
     th = th / th.norm(dim=0, keepdim=True)
     a, _ = torch.sort(x @ th, 0)

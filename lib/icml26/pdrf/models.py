@@ -8,6 +8,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ._checks import check_int
+
 
 def time_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
     """Sinusoidal features of flow time t in [0, 1] (the book feeds t, not the official 1000(1 - t))."""
@@ -43,8 +45,7 @@ class CondUNet(nn.Module):
                  noise_input: bool = True):
         super().__init__()
         for name, v in (("t_in", t_in), ("t_out", t_out), ("base", base), ("emb_dim", emb_dim)):
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
+            check_int(name, v)
         if t_in < 2:
             raise ValueError(f"t_in must be >= 2, got {t_in}")
         if not mults or any((not isinstance(mm, int)) or mm < 1 for mm in mults):
@@ -110,8 +111,7 @@ class ToyMLP(nn.Module):
     def __init__(self, dim: int, hidden: int = 256, depth: int = 3, n_freqs: int = 8):
         super().__init__()
         for name, v in (("dim", dim), ("hidden", hidden), ("depth", depth), ("n_freqs", n_freqs)):
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
+            check_int(name, v)
         self.register_buffer("freqs", math.pi * 2.0 ** torch.arange(n_freqs, dtype=torch.float32) / 2)
         layers, c = [], dim + 2 * n_freqs
         for _ in range(depth):

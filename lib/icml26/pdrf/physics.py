@@ -12,6 +12,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ._checks import check_int, check_real
+
 SCHEMES = ("straight", "trajectory")
 INTERPS = ("bilinear", "bicubic")
 BOUNDARIES = ("zeros", "border")
@@ -58,8 +60,7 @@ def semi_lagrangian(frame: torch.Tensor, motion: torch.Tensor, n_steps: int, sch
     B, H, W = frame.shape
     if motion.shape != (B, 2, H, W):
         raise ValueError(f"motion must have shape {(B, 2, H, W)} to match frame, got {tuple(motion.shape)}")
-    if not isinstance(n_steps, int) or isinstance(n_steps, bool) or n_steps < 1:
-        raise ValueError(f"n_steps must be an int >= 1, got {n_steps!r}")
+    check_int("n_steps", n_steps)
     if scheme not in SCHEMES:
         raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
     if interp not in INTERPS:
@@ -118,20 +119,15 @@ def estimate_motion(prev: torch.Tensor, curr: torch.Tensor, levels: int = 2, ite
     _check_frames("curr", curr, 3)
     if prev.shape != curr.shape:
         raise ValueError(f"prev and curr must have the same shape, got {tuple(prev.shape)} and {tuple(curr.shape)}")
-    if not isinstance(levels, int) or isinstance(levels, bool) or levels < 1:
-        raise ValueError(f"levels must be an int >= 1, got {levels!r}")
+    check_int("levels", levels)
     B, H, W = prev.shape
     if min(H, W) // 2 ** (levels - 1) < 8:
         raise ValueError(f"levels={levels} makes the coarsest level smaller than 8 px for a {H}x{W} frame")
-    if not isinstance(iters, int) or isinstance(iters, bool) or iters < 1:
-        raise ValueError(f"iters must be an int >= 1, got {iters!r}")
-    if not isinstance(warps, int) or isinstance(warps, bool) or warps < 1:
-        raise ValueError(f"warps must be an int >= 1, got {warps!r}")
-    if not isinstance(alpha, int | float) or not (alpha > 0 and math.isfinite(alpha)):
-        raise ValueError(f"alpha must be positive, got {alpha!r}")
+    check_int("iters", iters)
+    check_int("warps", warps)
+    check_real("alpha", alpha, lo=0.0, strict=True)
     for name, v in (("presmooth", presmooth), ("smooth_sigma", smooth_sigma), ("clip_ratio", clip_ratio)):
-        if not isinstance(v, int | float) or not (v >= 0 and math.isfinite(v)):
-            raise ValueError(f"{name} must be a non-negative number, got {v!r}")
+        check_real(name, v, lo=0.0)
     a = gaussian_blur(prev[:, None], presmooth)
     b = gaussian_blur(curr[:, None], presmooth)
     pyr = [(a, b)]
@@ -169,8 +165,7 @@ def estimate_motion(prev: torch.Tensor, curr: torch.Tensor, levels: int = 2, ite
 def persistence(frames_in: torch.Tensor, t_out: int) -> torch.Tensor:
     """The last observed frame repeated ``t_out`` times: (B, t_out, H, W)."""
     _check_frames("frames_in", frames_in, 4)
-    if not isinstance(t_out, int) or isinstance(t_out, bool) or t_out < 1:
-        raise ValueError(f"t_out must be an int >= 1, got {t_out!r}")
+    check_int("t_out", t_out)
     return frames_in[:, -1:].expand(-1, t_out, -1, -1).clone()
 
 
@@ -181,8 +176,7 @@ def sl_teacher(frames_in: torch.Tensor, t_out: int, motion: torch.Tensor | None 
     _check_frames("frames_in", frames_in, 4)
     if frames_in.shape[1] < 2:
         raise ValueError(f"frames_in needs t_in >= 2 frames (motion needs two), got {frames_in.shape[1]}")
-    if not isinstance(t_out, int) or isinstance(t_out, bool) or t_out < 1:
-        raise ValueError(f"t_out must be an int >= 1, got {t_out!r}")
+    check_int("t_out", t_out)
     with torch.no_grad():
         if motion is None:
             motion = estimate_motion(frames_in[:, -2], frames_in[:, -1], **flow_kw)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from icml26.core import preset_for
 
+from ._checks import check_preset
 from .data import RadarConfig
 
 
@@ -50,6 +51,9 @@ class PDRFPreset:
     seeds: tuple = (0,)               # training seeds of RF-x and PDRF (claim 16 spread at gpu scale)
     n_boot: int = 1000                # bootstrap over test sequences for the claim-16 gap
     gallery_leads: tuple = (1, 4, 8)
+
+    def __post_init__(self):
+        check_preset(self)
 
     def dry_run(self) -> PDRFPreset:
         """Loop counts cut (training steps, seeds, bootstrap and evaluation batches, training

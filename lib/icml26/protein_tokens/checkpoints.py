@@ -20,6 +20,7 @@ import torch
 
 from icml26.core import one_thread
 
+from .geometry import check_device
 from .model import DiffusionTokenizer, TokenizerConfig, config_dict, train_tokenizer
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "data" / "protein-tokens"
@@ -77,6 +78,7 @@ def save(model: DiffusionTokenizer, name: str, log: dict, path: Path) -> str:
 
 def load_pretrained(name: str, path: str | Path | None = None, device="cpu") -> DiffusionTokenizer:
     """Load a shipped checkpoint, checking its recipe and its content hash against ``provenance.json``."""
+    check_device(device)
     cfg = tokenizer_config(name)
     path = Path(path) if path is not None else DATA_DIR / f"{name}.pt"
     if not path.exists():

@@ -12,6 +12,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..core.checks import check_device  # noqa: F401
+
 
 def check_coords(x, name: str = "x", max_len: int | None = None) -> Tensor:
     """Validate coordinates of shape (B, L, 3) or (L, 3); returns a (B, L, 3) float tensor."""
@@ -47,6 +49,18 @@ def check_mask(mask, x: Tensor, name: str = "mask") -> Tensor:
     mask = mask.bool()
     if (mask.sum(1) < 3).any():
         raise ValueError(f"{name} has a row with fewer than 3 True entries (all-False rows are not allowed)")
+    return mask
+
+
+def check_prefix_mask(mask, x: Tensor, name: str = "mask") -> Tensor:
+    """A (B, L) mask of :func:`check_mask` whose True entries are a prefix of every row (residues
+    ``0..n-1``): the per-length batching of the probes reads ``x[:, :n]``, so a mask keeping residues
+    10-39 must be refused, not read as the first 30 residues."""
+    mask = check_mask(mask, x, name)
+    prefix = torch.arange(mask.shape[1], device=mask.device)[None] < mask.sum(1, keepdim=True)
+    if not bool((mask == prefix).all()):
+        raise ValueError(f"{name} must keep a prefix of every row (True for residues 0..n-1, then False); "
+                         "crop or shift the structures so that the kept residues come first")
     return mask
 
 
@@ -138,8 +152,15 @@ def tm_from_distances(d: Tensor, L: int) -> Tensor:
     """TM-score (1/L) sum_i 1/(1 + (d_i/d0(L))^2) of per-residue distances ``d`` (..., n)."""
     if not isinstance(d, Tensor):
         raise TypeError(f"d must be a torch.Tensor, got {type(d).__name__}")
+    if not d.is_floating_point() or d.ndim < 1:
+        raise TypeError(f"d must be a floating tensor of distances (..., n), got {d.dtype} of shape {tuple(d.shape)}")
     if not isinstance(L, int) or isinstance(L, bool) or L < 1:
         raise ValueError(f"L must be a positive int, got {L!r}")
+    if d.shape[-1] > L:
+        raise ValueError(f"L={L} must be at least the number of distances n={d.shape[-1]} (a TM-score is "
+                         "normalised by the length of the reference chain, so it stays in [0, 1])")
+    if not bool(torch.isfinite(d).all()) or bool((d < 0).any()):
+        raise ValueError("d must hold finite, non-negative distances")
     return (1.0 / (1.0 + (d / d0(L)) ** 2)).sum(-1) / L
 
 
@@ -151,6 +172,10 @@ def tm_score(p: Tensor, q: Tensor, refine: bool = True, iters: int = 6) -> Tenso
     TM-score program's search. A lower bound of TM-align's score, which may also re-align residues.
     """
     p, q = _check_pair(p, q)
+    if not isinstance(refine, bool):
+        raise TypeError(f"refine must be a bool, got {type(refine).__name__}")
+    if isinstance(iters, bool) or not isinstance(iters, int) or iters < 1:
+        raise ValueError(f"iters must be an int >= 1 (0 rounds would score nothing), got {iters!r}")
     L = p.shape[1]
     scale = d0(L)
     w = torch.ones(p.shape[:2], dtype=p.dtype, device=p.device)
@@ -191,15 +216,29 @@ def tm_align(p, q) -> dict[str, float]:
             "rmsd": float(r.rmsd)}
 
 
+#: largest pairwise-distance block of :func:`ca_geometry_stats` (structures x L x L float entries), bytes
+MAX_PAIR_BYTES = 512 * 1024 ** 2
+
+
 def ca_geometry_stats(x: Tensor) -> dict[str, float]:
     """Local-geometry proxies of C-alpha traces (angstrom): fraction of consecutive distances within
-    3.8 +- 0.3 A, clash rate (pairs |i-j| >= 3 closer than 3.0 A) and mean radius of gyration."""
+    3.8 +- 0.3 A, clash rate (pairs |i-j| >= 3 closer than 3.0 A) and mean radius of gyration.
+
+    The (L, L) distance matrices are built a few structures at a time, at most :data:`MAX_PAIR_BYTES`
+    per block (the same counts as one batched ``cdist``); one structure too long for the block raises."""
     x = check_coords(x)
+    if x.dtype in (torch.float16, torch.bfloat16):                  # cdist needs float32 or float64
+        x = x.float()
     bond = (x[:, 1:] - x[:, :-1]).norm(dim=-1)
-    dist = torch.cdist(x, x)
-    L = x.shape[1]
+    B, L = x.shape[:2]
+    per = L * L * (x.element_size() + 2)                            # distances, and two bool masks
+    if per > MAX_PAIR_BYTES:
+        raise ValueError(f"x: one structure of L={L} residues needs a {per / 2 ** 20:.0f} MiB distance matrix, "
+                         f"over MAX_PAIR_BYTES = {MAX_PAIR_BYTES / 2 ** 20:.0f} MiB")
     far = (torch.arange(L)[:, None] - torch.arange(L)[None]).abs().to(x.device) >= 3
-    clash = ((dist < 3.0) & far).sum((1, 2)).float() / far.sum().clamp_min(1)
+    step = max(1, MAX_PAIR_BYTES // per)
+    counts = [((torch.cdist(xb, xb) < 3.0) & far).sum((1, 2)) for xb in x.split(step)]
+    clash = torch.cat(counts).float() / far.sum().clamp_min(1)
     rg = (x - x.mean(1, keepdim=True)).pow(2).sum(-1).mean(1).sqrt()
     return {"bond_in_range": float(((bond - 3.8).abs() <= 0.3).float().mean()),
             "clash_rate": float(clash.mean()), "rg": float(rg.mean())}

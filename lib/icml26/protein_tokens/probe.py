@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from .backbone import length_groups
-from .geometry import canonicalize
+from .geometry import canonicalize, check_coords, check_prefix_mask
 from .model import DiffusionTokenizer
 
 
@@ -53,17 +53,28 @@ def probe_accuracy(features: np.ndarray, labels: np.ndarray, model: str = "mlp",
     return float(acc.mean()), float(acc.std())
 
 
+def _prefix_lengths(model, x_angstrom, mask) -> Tensor:
+    """Lengths of the proteins of a zero-padded batch: ``x_angstrom (B, L, 3)`` and a ``mask (B, L)``
+    that keeps a prefix of every row (the batching reads ``x[:, :n]``; another mask is refused)."""
+    if not isinstance(model, DiffusionTokenizer):
+        raise TypeError(f"model must be a DiffusionTokenizer, got {type(model).__name__}")
+    x = check_coords(x_angstrom, "x_angstrom")
+    if x_angstrom.ndim != 3:
+        raise ValueError(f"x_angstrom must be a (B, L, 3) batch, got shape {tuple(x_angstrom.shape)}")
+    return check_prefix_mask(mask, x).sum(1)
+
+
 @torch.no_grad()
 def local_token_features(model: DiffusionTokenizer, x_angstrom: Tensor, mask: Tensor, kind: str = "codes") -> np.ndarray:
     """Pooled per-residue representation of a (local) tokenizer for variable-length proteins:
     ``"codes"`` mean FSQ codes, ``"bag"`` normalised code histogram, ``"features"`` mean pre-quantisation
-    encoder features. Proteins are canonicalised (PCA pose) first, like APT's ``embed``."""
+    encoder features. Proteins are canonicalised (PCA pose) first, like APT's ``embed``. ``mask (B, L)``
+    must keep a prefix of every row (residues ``0..n-1``); a mask with leading or inner gaps is refused
+    (it used to be read as a length, so residues 10-39 gave the features of residues 0-29)."""
     if kind not in ("codes", "bag", "features"):
         raise ValueError(f"kind must be 'codes', 'bag' or 'features', got {kind!r}")
-    if not isinstance(mask, Tensor) or mask.shape != x_angstrom.shape[:2]:
-        raise ValueError("mask must be a (B, L) tensor matching x_angstrom")
+    lengths = _prefix_lengths(model, x_angstrom, mask)
     p = next(model.parameters())
-    lengths = mask.sum(1)
     out: list = [None] * x_angstrom.shape[0]
     for length, idx in length_groups({"length": lengths}):
         x = canonicalize(x_angstrom[idx, :length].to(p.device, p.dtype)) / 10.0
@@ -84,8 +95,11 @@ def local_token_features(model: DiffusionTokenizer, x_angstrom: Tensor, mask: Te
 
 @torch.no_grad()
 def global_embeddings(model: DiffusionTokenizer, x_angstrom: Tensor, mask: Tensor, ntoks: int = 8) -> np.ndarray:
-    """APT ``embed`` (first ``ntoks`` codes, flattened) for variable-length proteins."""
-    lengths = mask.sum(1)
+    """APT ``embed`` (first ``ntoks`` codes, flattened) for variable-length proteins (``mask`` as in
+    :func:`local_token_features`: a prefix of every row)."""
+    lengths = _prefix_lengths(model, x_angstrom, mask)
+    if not isinstance(ntoks, int) or isinstance(ntoks, bool) or ntoks < 1:
+        raise ValueError(f"ntoks must be an int >= 1, got {ntoks!r}")
     out: list = [None] * x_angstrom.shape[0]
     for length, idx in length_groups({"length": lengths}):
         e = model.embed(x_angstrom[idx, :length], ntoks)

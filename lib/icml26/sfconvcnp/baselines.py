@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .method import _mlp, _positive_float, _positive_int, check_task_inputs
+from .method import _mlp, _module_dtype, _positive_float, _positive_int, check_task_inputs
 
 __all__ = ["CNP", "ConvCNP", "SetConv", "TEAttentionNP", "TEAttentionLayer", "n_params"]
 
@@ -37,7 +37,7 @@ class CNP(nn.Module):
         self.decoder = _mlp(hidden + dim, hidden, 2 * y_dim)
 
     def forward(self, xc, yc, xq) -> torch.distributions.Normal:
-        xc, yc, xq = check_task_inputs(xc, yc, xq, self.dim, self.y_dim)
+        xc, yc, xq = check_task_inputs(xc, yc, xq, self.dim, self.y_dim, _module_dtype(self))
         r = self.encoder(torch.cat([xc, yc], -1)).mean(1, keepdim=True)
         out = self.decoder(torch.cat([r.expand(-1, xq.shape[1], -1), xq], -1))
         return _normal(out, self.y_dim, self.min_noise)
@@ -126,7 +126,7 @@ class ConvCNP(nn.Module):
         return (lo + torch.arange(n, dtype=xc.dtype, device=xc.device) / self.ppu).view(1, -1, 1)
 
     def forward(self, xc, yc, xq) -> torch.distributions.Normal:
-        xc, yc, xq = check_task_inputs(xc, yc, xq, self.dim, self.y_dim)
+        xc, yc, xq = check_task_inputs(xc, yc, xq, self.dim, self.y_dim, _module_dtype(self))
         grid = self.make_grid(xc, xq).expand(xc.shape[0], -1, -1)
         h = self.inp(self.encoder(xc, yc, grid))                              # [B, G, C]
         h = h.transpose(1, 2)
@@ -185,7 +185,7 @@ class TEAttentionNP(nn.Module):
         self.decoder = _mlp(embed_dim, embed_dim, 2 * y_dim)
 
     def forward(self, xc, yc, xq) -> torch.distributions.Normal:
-        xc, yc, xq = check_task_inputs(xc, yc, xq, self.dim, self.y_dim)
+        xc, yc, xq = check_task_inputs(xc, yc, xq, self.dim, self.y_dim, _module_dtype(self))
         b, m = xq.shape[:2]
         zc = self.encoder(torch.cat([yc, torch.zeros_like(yc[..., :1])], -1))
         zq = self.encoder(torch.cat([torch.zeros(b, m, self.y_dim, dtype=yc.dtype, device=yc.device),

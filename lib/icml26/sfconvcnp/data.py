@@ -12,10 +12,14 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .method import check_device
+
 __all__ = ["KERNELS", "Task", "gp_kernel", "gp_oracle_loglik", "gp_oracle_predict", "operator_targets",
            "sample_gp_tasks", "sample_operator_tasks", "sample_sawtooth_tasks", "sample_square_wave_tasks"]
 
 KERNELS = ("rbf", "matern12", "matern32", "matern52", "periodic")
+#: largest set of joint GP covariances of :func:`sample_gp_tasks` (B (N + M)^2 float64), in bytes
+MAX_GP_BYTES = 2 * 1024 ** 3
 
 
 @dataclass
@@ -73,6 +77,9 @@ def _common(batch_size, n_context, n_target, x_range, noise_std, shift, generato
         raise TypeError(f"shift must be a finite number, got {shift!r}")
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    if batch_size * max(nc[1] + nt[1], 1) > 2 ** 28:
+        raise ValueError(f"batch_size={batch_size} with up to {nc[1] + nt[1]} points per task exceeds 2**28 points "
+                         "(n_context and n_target bound the per-task points)")
     g = generator if generator is not None else torch.Generator().manual_seed(0)
     n = int(torch.randint(nc[0], nc[1] + 1, (1,), generator=g))
     m = int(torch.randint(nt[0], nt[1] + 1, (1,), generator=g))
@@ -124,7 +131,12 @@ def sample_gp_tasks(batch_size: int, kernel: str = "rbf", n_context=(5, 50), n_t
     ``split='extrapolate'`` puts the context in the left half of the window, queries in the right."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    check_device(device)
     g, n, m, xr = _common(batch_size, n_context, n_target, x_range, noise_std, shift, generator)
+    if 8 * batch_size * (n + m) ** 2 > MAX_GP_BYTES:
+        raise ValueError(f"batch_size={batch_size} tasks of {n + m} points need {8 * batch_size * (n + m) ** 2 / 2 ** 30:.1f} "
+                         f"GiB of float64 covariances, over MAX_GP_BYTES = {MAX_GP_BYTES / 2 ** 30:.0f} GiB; "
+                         "use fewer tasks or smaller n_context / n_target")
     lr = _range("lengthscale_range", lengthscale_range, positive=True)
     pr = _range("period_range", period_range, positive=True)
     b = batch_size
@@ -145,6 +157,7 @@ def sample_gp_tasks(batch_size: int, kernel: str = "rbf", n_context=(5, 50), n_t
 
 def _periodic_tasks(wave, batch_size, freq_range, n_context, n_target, x_range, noise_std, shift, split,
                     generator, device) -> Task:
+    check_device(device)
     g, n, m, xr = _common(batch_size, n_context, n_target, x_range, noise_std, shift, generator)
     fr = _range("freq_range", freq_range, positive=True)
     b = batch_size
@@ -241,6 +254,9 @@ def sample_operator_tasks(batch_size: int, n_context: int = 64, n_target: int = 
     for name, v in (("batch_size", batch_size), ("n_context", n_context), ("n_target", n_target)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    check_device(device)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
     g = generator if generator is not None else torch.Generator().manual_seed(0)
     xc = -3 + 6 * torch.rand(batch_size, n_context, 1, generator=g)
     yc = torch.randn(batch_size, n_context, 1, generator=g)

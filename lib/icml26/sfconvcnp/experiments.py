@@ -23,7 +23,7 @@ from .data import (
     sample_operator_tasks,
     sample_sawtooth_tasks,
 )
-from .method import SetFourierConv, SetFourierVolterraConv, SFConvCNP
+from .method import SetFourierConv, SetFourierVolterraConv, SFConvCNP, _same_dtype, _tensor, check_device
 
 __all__ = ["MODEL_LABELS", "crps_gaussian", "effective_receptive_field", "erf_far_fraction", "erf_study", "evaluate_np",
            "fit_operator_toy", "loglik_slope", "make_model", "np_loss", "operator_rel_error",
@@ -38,6 +38,7 @@ def make_model(name: str, cfg, seed: int = 0, device="cpu") -> nn.Module:
     """A model of the preset ``cfg`` by name (one of ``MODEL_LABELS``), initialised from ``seed``."""
     if name not in MODEL_LABELS:
         raise ValueError(f"name must be one of {list(MODEL_LABELS)}, got {name!r}")
+    check_device(device)
     torch.manual_seed(seed)
     if name == "cnp":
         model = CNP(hidden=cfg.cnp_hidden)
@@ -86,7 +87,17 @@ def train_np(model: nn.Module, sampler, n_steps: int, lr: float = 5e-4, grad_cli
 
 
 def crps_gaussian(mu: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Gaussian CRPS ``sigma [z (2 Phi(z) - 1) + 2 phi(z) - 1/sqrt(pi)]``, ``z = (y - mu)/sigma``."""
+    """Gaussian CRPS ``sigma [z (2 Phi(z) - 1) + 2 phi(z) - 1/sqrt(pi)]``, ``z = (y - mu)/sigma`` (>= 0).
+
+    ``mu``, ``sigma`` and ``y`` must have one shape (no broadcasting: a ``(3, 1)`` prediction against
+    ``(3,)`` targets would silently give a ``(3, 3)`` table) and ``sigma > 0``."""
+    mu, sigma, y = _tensor("mu", mu), _tensor("sigma", sigma), _tensor("y", y)
+    _same_dtype((("mu", mu), ("sigma", sigma), ("y", y)))
+    for name, t in (("sigma", sigma), ("y", y)):
+        if t.shape != mu.shape:
+            raise ValueError(f"{name} must have the shape of mu {tuple(mu.shape)}, got {tuple(t.shape)}")
+    if bool((sigma <= 0).any()):
+        raise ValueError("sigma must be > 0 (a predictive standard deviation)")
     z = (y - mu) / sigma
     n = torch.distributions.Normal(0.0, 1.0)
     return sigma * (z * (2 * n.cdf(z) - 1) + 2 * n.log_prob(z).exp() - 1 / math.sqrt(math.pi))

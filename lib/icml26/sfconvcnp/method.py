@@ -29,6 +29,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..core.checks import check_device  # noqa: F401
+
 __all__ = [
     "PhaseCache", "Phases", "SFBlock", "SFConvCNP", "SFVConvCNP", "SetFourierConv", "SetFourierVolterraConv",
     "check_span", "frequency_grid", "gaussian_set_spectrum", "gaussian_spectrum", "inverse_real_transform",
@@ -77,19 +79,51 @@ def _tensor(name: str, x, ndim: int | None = None, *, last: int | None = None) -
     return x
 
 
+def _same_dtype(named, dtype: torch.dtype | None = None, whose: str = "the model's weights are") -> None:
+    """Every tensor of ``named`` (name, tensor) in one dtype, ``dtype`` when given: a float64 input to a
+    float32 model is refused here, by name, instead of failing in a matmul ("mat1 and mat2 must have the
+    same dtype")."""
+    want = named[0][1].dtype if dtype is None else dtype
+    for name, t in named:
+        if t.dtype != want:
+            src = whose if dtype is not None else f"{named[0][0]} is"
+            raise TypeError(f"{name} is {t.dtype} but {src} {want}; cast with .to({want}) "
+                            f"(or the model with .to({t.dtype}))")
+
+
+def _module_dtype(module: nn.Module) -> torch.dtype:
+    for p in module.parameters():
+        return p.dtype
+    return torch.get_default_dtype()
+
+
 # -- Sec. 3.2: frequency grid ---------------------------------------------------------------------
 
+#: largest frequency grid (number K of half-space frequencies); every layer stores K weights per
+#: channel pair and every forward pass K phases per point, so a larger grid raises ``ValueError``
+MAX_FREQUENCIES = 2 ** 20
+
+
 def _grid_index(max_freq, resolution, dim: int):
-    """Integer lattice indices ``[K, D]`` of the half-space grid and the per-axis resolutions."""
+    """Integer lattice indices ``[K, D]`` of the half-space grid and the per-axis resolutions
+    (``K`` is counted first and capped at :data:`MAX_FREQUENCIES`)."""
     dim = _positive_int("dim", dim)
     fmax = _per_axis("max_freq", max_freq, dim)
     res = _per_axis("resolution", resolution, dim)
-    axes = []
+    ns, k = [], 1.0
     for d in range(dim):
-        n = round(fmax[d] / res[d])
+        ratio = fmax[d] / res[d]
+        n = round(ratio) if math.isfinite(ratio) and ratio < 2 ** 40 else 2 ** 40
         if n < 1:
             raise ValueError(f"resolution must be at most max_freq (round(max_freq/resolution) >= 1), "
                              f"got max_freq={fmax[d]}, resolution={res[d]}")
+        ns.append(n)
+        k *= (n + 1) if d == dim - 1 else (2 * n + 1)
+    if k > MAX_FREQUENCIES:
+        raise ValueError(f"resolution {res} with max_freq {fmax} gives {k:.3g} frequencies in {dim}-D, over "
+                         f"MAX_FREQUENCIES = {MAX_FREQUENCIES}; use a coarser resolution or a smaller max_freq")
+    axes = []
+    for d, n in enumerate(ns):
         pos = torch.arange(n + 1)
         axes.append(pos if d == dim - 1 else torch.cat([-pos.flip(0)[:-1], pos]))
     return torch.cartesian_prod(*axes).reshape(-1, dim), res
@@ -107,6 +141,8 @@ def frequency_grid(max_freq, resolution, dim: int = 1, *, dtype=torch.float32, d
     Axis ``d`` has ``n_d = round(max_freq_d / resolution_d) + 1`` non-negative frequencies
     ``0, resolution_d, ..., max_freq_d``; every axis but the last also gets the negative ones.
     Weights are 1/2 on the plane ``xi_D = 0`` (it is its own mirror image) and 1 elsewhere.
+    The grid is counted before it is built: more than :data:`MAX_FREQUENCIES` raises ``ValueError``
+    (``frequency_grid(5, 1e-4, 2)`` would be 5e9 frequencies, 40 GB of indices).
 
     Returns ``(xi [K, D], weights [K], volume)`` with ``volume = prod_d resolution_d``.
     """
@@ -374,6 +410,7 @@ class SetFourierConv(nn.Module):
             raise ValueError(f"x_q must have the batch size of x_kv ({x_kv.shape[0]}), got {x_q.shape[0]}")
         if x_kv.shape[1] == 0:
             raise ValueError("x_kv: at least one context point is needed (N = 0)")
+        _same_dtype((("z_kv", z_kv), ("x_kv", x_kv), ("x_q", x_q)), _module_dtype(self))
         check_span(x_kv, x_q, self.period, self.span_check)
 
     def forward(self, z_kv: torch.Tensor, x_kv: torch.Tensor, x_q: torch.Tensor,
@@ -495,11 +532,13 @@ def _mlp(d_in: int, hidden: int, d_out: int, n_hidden: int = 2) -> nn.Sequential
     return nn.Sequential(*layers, nn.Linear(d, d_out))
 
 
-def check_task_inputs(xc, yc, xq, dim: int, y_dim: int):
-    """Shared validation of ``(xc [B,N,D], yc [B,N,Dy], xq [B,M,D])`` for every model."""
+def check_task_inputs(xc, yc, xq, dim: int, y_dim: int, dtype: torch.dtype | None = None):
+    """Shared validation of ``(xc [B,N,D], yc [B,N,Dy], xq [B,M,D])`` for every model: finite float32 or
+    float64 tensors of one dtype (the model's ``dtype`` when given)."""
     xc = _tensor("xc", xc, 3, last=dim)
     yc = _tensor("yc", yc, 3, last=y_dim)
     xq = _tensor("xq", xq, 3, last=dim)
+    _same_dtype((("xc", xc), ("yc", yc), ("xq", xq)), dtype)
     if yc.shape[:2] != xc.shape[:2]:
         raise ValueError(f"yc must match xc on batch and point dimensions {tuple(xc.shape[:2])}, "
                          f"got {tuple(yc.shape[:2])}")
@@ -561,7 +600,7 @@ class SFConvCNP(nn.Module):
         return zq
 
     def forward(self, xc: torch.Tensor, yc: torch.Tensor, xq: torch.Tensor) -> torch.distributions.Normal:
-        xc, yc, xq = check_task_inputs(xc, yc, xq, self.dim, self.y_dim)
+        xc, yc, xq = check_task_inputs(xc, yc, xq, self.dim, self.y_dim, _module_dtype(self))
         check_span(xc, xq, self.period, self.span_check)
         out = self.decoder(self.features(xc, yc, xq))
         mu, s = out.split(self.y_dim, -1)

@@ -2,7 +2,7 @@
 domain-incremental learning. See :mod:`icml26.special.method` for the equations."""
 
 from .baselines import client_shards, fedavg_server_step, replay_indices
-from .data import DomainData, dirichlet_partition, make_digit_domains, validate_domains
+from .data import DomainData, dirichlet_partition, make_digit_domains, validate_domains, validation_domains
 from .method import (
     FDILConfig,
     FDILResult,
@@ -68,4 +68,5 @@ __all__ = [
     "special_server_step",
     "toy_curvature",
     "validate_domains",
+    "validation_domains",
 ]

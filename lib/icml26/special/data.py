@@ -112,6 +112,30 @@ def make_digit_domains(kind: str = "rotations", angles: Sequence[float] = (0, 25
     return domains
 
 
+def validation_domains(domains: Sequence[DomainData], fraction: float = 0.2, seed: int = 0) -> list[DomainData]:
+    """The tuning copy of a task sequence: each domain's *training* split is cut (stratified,
+    ``seed``) into a smaller training split and a validation split, which takes the place of the
+    test split. Tuning runs train and score on these; the test split is never read.
+
+    Every domain is cut at the same positions when the domains share their labels (the digit
+    domains are transforms of the same images), so a validation image is held out of every domain.
+    """
+    from sklearn.model_selection import train_test_split
+
+    validate_domains(domains)
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not (0.0 < float(fraction) < 1.0):
+        raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    out = []
+    for d in domains:
+        idx_tr, idx_va = train_test_split(np.arange(len(d.y_train)), test_size=float(fraction),
+                                          stratify=d.y_train, random_state=int(seed))
+        out.append(DomainData(d.X_train[idx_tr], d.y_train[idx_tr], d.X_train[idx_va], d.y_train[idx_va],
+                              f"{d.name} (validation)"))
+    return out
+
+
 def validate_domains(domains: Sequence[DomainData]) -> None:
     """Raise ``ValueError`` unless ``domains`` is a non-empty list of consistent, finite tasks."""
     if not isinstance(domains, (list, tuple)) or len(domains) == 0:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._checks import pos_int, real
+
 ATTRS = ("category", "series", "tone", "motif", "background")
 
 
@@ -31,17 +33,19 @@ class CatalogueConfig:
 
     def __post_init__(self):
         for f in ("n_items", "n_categories", "n_series", "n_backgrounds", "d_text", "d_image"):
+            pos_int(getattr(self, f), f)
+        pos_int(self.n_styles, "n_styles", 2)
+        for f in ("amp_text", "amp_image"):
             v = getattr(self, f)
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{f} must be a positive integer, got {v!r}")
-        if not isinstance(self.n_styles, (int, np.integer)) or self.n_styles < 2:
-            raise ValueError(f"n_styles must be an integer >= 2, got {self.n_styles!r}")
+            if isinstance(v, (str, bytes)) or not hasattr(v, "__len__") or len(v) != 3:
+                raise ValueError(f"{f} must be three amplitudes, got {v!r}")
+            for a in v:
+                real(a, f, lo=0.0)
         space = self.n_categories * self.n_series * self.n_styles**2 * self.n_backgrounds
         if space < self.n_items:
             raise ValueError(f"n_items={self.n_items} exceeds the {space} unique attribute tuples "
                              "(product of attribute sizes); enlarge the attributes or shrink n_items")
-        if not (np.isfinite(self.noise) and self.noise >= 0):
-            raise ValueError(f"noise must be finite and >= 0, got {self.noise!r}")
+        real(self.noise, "noise", lo=0.0)
 
 
 @dataclass
@@ -97,15 +101,11 @@ class InteractionConfig:
     beta_series: float = 2.0
 
     def __post_init__(self):
-        if not isinstance(self.n_users, (int, np.integer)) or self.n_users < 1:
-            raise ValueError(f"n_users must be a positive integer, got {self.n_users!r}")
-        if not isinstance(self.min_len, (int, np.integer)) or self.min_len < 3:
-            raise ValueError(f"min_len must be an integer >= 3 (train + validation + test), got {self.min_len!r}")
-        if not isinstance(self.max_len, (int, np.integer)) or self.max_len < self.min_len:
-            raise ValueError(f"max_len must be an integer >= min_len={self.min_len}, got {self.max_len!r}")
+        pos_int(self.n_users, "n_users")
+        pos_int(self.min_len, "min_len (train + validation + test need 3)", 3)
+        pos_int(self.max_len, f"max_len (>= min_len={self.min_len})", self.min_len)
         for f in ("beta_cat", "beta_style", "beta_series"):
-            if not np.isfinite(getattr(self, f)):
-                raise ValueError(f"{f} must be finite")
+            real(getattr(self, f), f)
 
 
 @dataclass

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._checks import flag, real
+from ._checks import generator as generator_arg
 from .sequences import HISTORY_MODES, IMAGE, PROMPT, TEXT, TokenLayout, apply_history_mode
 
 UNI_VIEWS = ("dominant", "text", "image")
@@ -214,7 +215,7 @@ def dominant_modality(sal: torch.Tensor, pos_modality: torch.Tensor, valid: torc
 
 
 def _check_ratio(r):
-    if not isinstance(r, (int, float)) or isinstance(r, bool) or not (0.0 <= r < 1.0):
+    if not real(r, "mask_ratio", lo=0.0) < 1.0:
         raise ValueError(f"mask_ratio must be a number in [0, 1), got {r!r}")
 
 
@@ -227,6 +228,7 @@ def mask_dominant_topr(input_ids, sal, pos_modality, valid, dominant, r: float, 
     _check_ratio(r)
     if strategy not in MASKINGS:
         raise ValueError(f"strategy must be one of {MASKINGS}, got {strategy!r}")
+    generator_arg(generator)
     code = torch.where(dominant == 0, TEXT, IMAGE)                       # [B]
     if strategy == "non_dominant":
         code = torch.where(dominant == 0, IMAGE, TEXT)
@@ -252,8 +254,7 @@ def unimodal_view(input_ids, pos_modality, valid, keep: torch.Tensor, pad_id: in
 
 def synergy_contrastive_loss(z_ori, z_mask, z_uni, tau: float = 0.07) -> torch.Tensor:
     """Eq. (CL): two-way InfoNCE with z_mask as anchor, z_ori positive, z_uni negative (mean over rows)."""
-    if not isinstance(tau, (int, float)) or isinstance(tau, bool) or not (tau > 0 and np.isfinite(tau)):
-        raise ValueError(f"tau must be a finite number > 0, got {tau!r}")
+    real(tau, "tau", lo=0.0, strict=True)
     for nm, z in (("z_ori", z_ori), ("z_mask", z_mask), ("z_uni", z_uni)):
         if not isinstance(z, torch.Tensor) or not z.is_floating_point():
             raise TypeError(f"{nm} must be a floating-point tensor [B, d], got {type(z).__name__}")
@@ -277,11 +278,11 @@ class SynGRConfig:
     use_mask_nll: bool = True
 
     def __post_init__(self):
-        if not isinstance(self.alpha, (int, float)) or not np.isfinite(self.alpha) or self.alpha < 0:
-            raise ValueError(f"alpha must be a finite number >= 0, got {self.alpha!r}")
+        real(self.alpha, "alpha", lo=0.0)
         _check_ratio(self.mask_ratio)
-        if not isinstance(self.tau, (int, float)) or not (self.tau > 0 and np.isfinite(self.tau)):
-            raise ValueError(f"tau must be a finite number > 0, got {self.tau!r}")
+        real(self.tau, "tau", lo=0.0, strict=True)
+        flag(self.use_uni_nll, "use_uni_nll")
+        flag(self.use_mask_nll, "use_mask_nll")
         if self.uni_view not in UNI_VIEWS:
             raise ValueError(f"uni_view must be one of {UNI_VIEWS}, got {self.uni_view!r}")
         if self.masking not in MASKINGS:
@@ -300,6 +301,7 @@ def syngr_loss(model: GRSeq2Seq, batch: dict, cfg: SynGRConfig, generator: torch
     stacked into one 3B batch with shared labels, NLL of the enabled views and alpha * L_cl."""
     if not isinstance(cfg, SynGRConfig):
         raise TypeError(f"cfg must be a SynGRConfig, got {type(cfg).__name__}")
+    generator_arg(generator)
     ids, valid, labels = batch["input_ids"], batch["valid"], batch["labels"]
     B, pm, pad = len(ids), model.pos_mod, model.layout.PAD
     sal, v = saliency_pass(model, ids, valid)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._checks import pos_int, real, table_bytes
+
 _TOL = 1e-9
 
 
@@ -38,8 +40,7 @@ def _plogp_ratio(pxy: np.ndarray, ratio: np.ndarray) -> float:
 def mutual_information(p_xy, base: float = 2) -> float:
     """I(X;Y) of a 2-D joint table ``p_xy[x, y]`` (bits for ``base=2``)."""
     p = _check_table(p_xy, "p_xy", 2)
-    if not (isinstance(base, (int, float)) and base > 1 and np.isfinite(base)):
-        raise ValueError(f"base must be a finite number > 1, got {base!r}")
+    real(base, "base", lo=1.0, strict=True)
     px = p.sum(1, keepdims=True)
     py = p.sum(0, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -97,7 +98,11 @@ def gate_table(name: str) -> np.ndarray:
 
 
 def empirical_table(x1, x2, y) -> np.ndarray:
-    """Plug-in joint table ``p[x1, x2, y]`` from non-negative integer samples of equal length."""
+    """Plug-in joint table ``p[x1, x2, y]`` from non-negative integer samples of equal length.
+
+    The table is dense, of shape ``(max x1 + 1, max x2 + 1, max y + 1)``; a table above
+    ``syngr._checks.MAX_TABLE_BYTES`` (256 MiB of float64) raises ValueError naming the argument with the largest
+    range instead of allocating it."""
     arrs = []
     for nm, a in (("x1", x1), ("x2", x2), ("y", y)):
         if a is None or isinstance(a, (str, bytes)):
@@ -113,6 +118,9 @@ def empirical_table(x1, x2, y) -> np.ndarray:
     if not (len(arrs[0]) == len(arrs[1]) == len(arrs[2])):
         raise ValueError(f"x1, x2 and y must have equal lengths, got {[len(a) for a in arrs]}")
     shape = tuple(int(a.max()) + 1 for a in arrs)
+    # the table is dense over 0..max of each argument: estimate its bytes before allocating, and
+    # name the argument with the largest range (a label such as 10**9 would ask for 7.45 GiB)
+    table_bytes(shape, ("x1", "x2", "y")[int(np.argmax(shape))], "joint table")
     p = np.zeros(shape)
     np.add.at(p, tuple(arrs), 1.0)
     return p / p.sum()
@@ -120,9 +128,8 @@ def empirical_table(x1, x2, y) -> np.ndarray:
 
 def syncat_style_table(n_styles: int) -> np.ndarray:
     """Exact table of SynCat's style: a_t, a_v uniform on {0..C-1}, sigma = (a_t + a_v) mod C."""
-    if not isinstance(n_styles, (int, np.integer)) or n_styles < 2:
-        raise ValueError(f"n_styles must be an integer >= 2, got {n_styles!r}")
-    c = int(n_styles)
+    c = pos_int(n_styles, "n_styles", 2)
+    table_bytes((c, c, c), "n_styles", "style table")
     p = np.zeros((c, c, c))
     a = np.arange(c)
     p[a[:, None], a[None, :], (a[:, None] + a[None, :]) % c] = 1.0 / c**2

@@ -6,6 +6,8 @@ from dataclasses import dataclass, replace
 
 from icml26.core import preset_for
 
+from ._checks import check_preset
+
 
 @dataclass(frozen=True)
 class SynGRPreset:
@@ -51,6 +53,9 @@ class SynGRPreset:
     mask_ratio: float = 0.3
     tau: float = 0.07
     toy_items: int = 5              # catalogue of the beam-search vs brute-force check
+
+    def __post_init__(self):
+        check_preset(self)
 
     def dry_run(self) -> SynGRPreset:
         """Loop counts cut (epochs, steps per epoch, sampled and evaluated users, seeds, grids, ablations);

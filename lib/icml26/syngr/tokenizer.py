@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ._checks import pos_int
+
 
 def _check_feats(X, name="X") -> np.ndarray:
     if X is None or isinstance(X, (str, bytes)):
@@ -25,10 +27,7 @@ def _check_feats(X, name="X") -> np.ndarray:
     return X
 
 
-def _pos_int(v, name):
-    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-    return int(v)
+_pos_int = pos_int
 
 
 @dataclass
@@ -165,13 +164,39 @@ def assign_semantic_ids(text_codes, image_codes) -> SemanticIDs:
     return SemanticIDs(t.astype(np.int64), v.astype(np.int64), suf, np.concatenate([base, suf[:, None]], 1))
 
 
+def _check_codes(codes, name: str = "codes") -> np.ndarray:
+    """A non-empty [N, D] array of non-negative integer codes."""
+    if codes is None or isinstance(codes, (str, bytes)):
+        raise TypeError(f"{name} must be an integer array [N, D], got {type(codes).__name__}")
+    codes = np.asarray(codes.detach().cpu() if isinstance(codes, torch.Tensor) else codes)
+    if codes.ndim != 2 or codes.shape[0] == 0 or codes.shape[1] == 0:
+        raise ValueError(f"{name} must be a non-empty array [N, D], got shape {codes.shape}")
+    if not np.issubdtype(codes.dtype, np.integer):
+        raise TypeError(f"{name} must hold integer codes, got dtype {codes.dtype}")
+    if codes.min() < 0:
+        raise ValueError(f"{name} must be non-negative, got a code {int(codes.min())}")
+    return codes
+
+
+def _check_attr(attr, n: int) -> np.ndarray:
+    """A length-``n`` array of non-negative integer labels."""
+    if attr is None or isinstance(attr, (str, bytes)):
+        raise TypeError(f"attr must be an integer array [N], got {type(attr).__name__}")
+    attr = np.asarray(attr)
+    if attr.ndim != 1 or len(attr) != n:
+        raise ValueError(f"attr must be an array [N] with N = len(codes) = {n}, got shape {attr.shape}")
+    if not np.issubdtype(attr.dtype, np.integer) or attr.min() < 0:
+        raise ValueError("attr must hold non-negative integer labels")
+    return attr
+
+
 def codebook_stats(codes, K: int) -> dict:
     """Per-level usage (fraction of the K codes used) and perplexity, and the collision rate
     1 - #unique tuples / N."""
-    codes = np.asarray(codes)
+    codes = _check_codes(codes)
     K = _pos_int(K, "K")
-    if codes.ndim != 2 or codes.shape[0] == 0:
-        raise ValueError(f"codes must be a non-empty array [N, D], got shape {codes.shape}")
+    if codes.max() >= K:
+        raise ValueError(f"codes must lie in [0, K) = [0, {K}), got a code {int(codes.max())}")
     usage, perp = [], []
     for d in range(codes.shape[1]):
         cnt = np.bincount(codes[:, d], minlength=K)
@@ -185,9 +210,8 @@ def codebook_stats(codes, K: int) -> dict:
 
 def attribute_recoverability(codes, attr) -> float:
     """Accuracy of predicting ``attr`` from the code tuple by majority vote within each tuple."""
-    codes, attr = np.asarray(codes), np.asarray(attr)
-    if codes.ndim != 2 or attr.ndim != 1 or len(attr) != len(codes) or len(attr) == 0:
-        raise ValueError(f"codes [N, D] and attr [N] must match, got {codes.shape} and {attr.shape}")
+    codes = _check_codes(codes)
+    attr = _check_attr(attr, len(codes))
     _, inv = np.unique(codes, axis=0, return_inverse=True)
     inv = inv.reshape(-1)
     tab = np.zeros((inv.max() + 1, attr.max() + 1))
@@ -201,9 +225,10 @@ def attribute_recoverability_loo(codes, attr) -> float:
 
     Unlike :func:`attribute_recoverability`, a unique tuple cannot "recover" an attribute it does not
     encode, so the score of an unrelated attribute stays near its base rate."""
-    codes, attr = np.asarray(codes), np.asarray(attr)
-    if codes.ndim != 2 or attr.ndim != 1 or len(attr) != len(codes) or len(attr) < 2:
-        raise ValueError(f"codes [N, D] and attr [N] (N >= 2) must match, got {codes.shape} and {attr.shape}")
+    codes = _check_codes(codes)
+    attr = _check_attr(attr, len(codes))
+    if len(attr) < 2:
+        raise ValueError(f"codes must hold N >= 2 items for a leave-one-out score, got {len(attr)}")
     N, D = codes.shape
     A = int(attr.max()) + 1
     own = np.eye(A)[attr]

@@ -10,16 +10,14 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from . import _checks as C
 from .method import GRSeq2Seq, SynGRConfig, modality_scores, nll_loss, saliency_pass, syngr_loss
-from .sequences import IMAGE, TEXT, IDTrie, TokenLayout, constrained_beam_search
+from .sequences import IMAGE, TEXT, IDTrie, TokenLayout, check_inputs, constrained_beam_search
 
 METHODS = ("nll", "syngr")
 
 
-def _pos_int(v, name):
-    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-    return int(v)
+_pos_int = C.pos_int
 
 
 def recall_at_k(ranks, k: int) -> float:
@@ -44,16 +42,34 @@ def ndcg_at_k(ranks, k: int) -> float:
 
 
 def ranks_from_beams(items: torch.Tensor, target: torch.Tensor) -> np.ndarray:
-    """1-based rank of the target in each row of beam items [B, beam], 0 if absent."""
-    hit = items == target[:, None]
+    """1-based rank of the target in each row of beam items [B, beam], 0 if absent.
+
+    ``target`` holds one item per row (shape [B]); it is never broadcast (a length-1 target
+    against B rows is a ValueError naming ``target``)."""
+    for name, t, nd in (("items", items, 2), ("target", target, 1)):
+        if not isinstance(t, torch.Tensor) or t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+            raise TypeError(f"{name} must be an integer tensor of item ids, got "
+                            f"{t.dtype if isinstance(t, torch.Tensor) else type(t).__name__}")
+        if t.dim() != nd:
+            raise ValueError(f"{name} must have {nd} dimension(s), got shape {tuple(t.shape)}")
+    if target.shape[0] != items.shape[0]:
+        raise ValueError(f"target must hold one item per row of items (B = {items.shape[0]}), "
+                         f"got {target.shape[0]}")
+    if items.shape[1] == 0:
+        raise ValueError("items must hold at least one beam per row")
+    hit = items == target.to(items.device)[:, None]
     pos = hit.float().argmax(1) + 1
-    return torch.where(hit.any(1), pos, 0).numpy()
+    return torch.where(hit.any(1), pos, 0).cpu().numpy()
 
 
 def pair_shuffle(input_ids, valid, layout: TokenLayout, generator: torch.Generator | None = None):
     """Permute the image blocks across each row's valid history items (Sec. 4d): every item keeps
     its text tokens and receives another history item's image tokens. The per-row multisets of text
     and of image tokens are unchanged; only the pairing is destroyed. Needs left-padded whole items."""
+    if not isinstance(layout, TokenLayout):
+        raise TypeError(f"layout must be a TokenLayout, got {type(layout).__name__}")
+    C.generator(generator)
+    check_inputs(input_ids, valid, layout)
     B, P, H, D = len(input_ids), layout.n_prompt, layout.max_hist, layout.levels
     blocks = input_ids[:, P:].reshape(B, H, 2, D)
     vblk = valid[:, P:].reshape(B, H, 2, D)
@@ -71,12 +87,20 @@ def pair_shuffle(input_ids, valid, layout: TokenLayout, generator: torch.Generat
 def evaluate(model, batch: dict, trie: IDTrie, beam: int = 20, ks=(5, 10), mask=None, renormalise: bool = False) -> dict:
     """Recall@K and NDCG@K from constrained beam search; ``mask`` restricts to a slice; ``renormalise``
     as in :func:`constrained_beam_search`."""
+    beam = _pos_int(beam, "beam")
+    if isinstance(ks, (str, bytes)) or not hasattr(ks, "__iter__") or len(ks) == 0:
+        raise ValueError(f"ks must be a non-empty tuple of cutoffs, got {ks!r}")
+    ks = tuple(_pos_int(k, "ks") for k in ks)
     if beam < max(ks):
         raise ValueError(f"beam={beam} must be >= max(K)={max(ks)}")
     items, _ = constrained_beam_search(model, batch, trie, beam, renormalise=renormalise)
     ranks = ranks_from_beams(items, batch["target"])
     if mask is not None:
-        ranks = ranks[np.asarray(mask)]
+        mask = np.asarray(mask)
+        if mask.dtype != bool or mask.shape != ranks.shape:
+            raise ValueError(f"mask must be a boolean array with one entry per row ({ranks.shape}), "
+                             f"got {mask.dtype} {mask.shape}")
+        ranks = ranks[mask]
     out = {f"recall@{k}": recall_at_k(ranks, k) for k in ks}
     out.update({f"ndcg@{k}": ndcg_at_k(ranks, k) for k in ks})
     out["ranks"] = ranks
@@ -124,10 +148,11 @@ class TrainConfig:
     def __post_init__(self):
         for f in ("epochs", "batch_size", "eval_every", "beam"):
             _pos_int(getattr(self, f), f)
-        if not isinstance(self.max_steps, int) or self.max_steps < 0:
-            raise ValueError(f"max_steps must be an integer >= 0, got {self.max_steps!r}")
-        if not (isinstance(self.lr, (int, float)) and self.lr > 0 and np.isfinite(self.lr)):
-            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
+        _pos_int(self.max_steps, "max_steps", 0)
+        _pos_int(self.seed, "seed", 0)
+        C.real(self.lr, "lr", lo=0.0, strict=True)
+        C.real(self.weight_decay, "weight_decay", lo=0.0)
+        C.device(self.device, "device")
 
 
 @dataclass

@@ -16,6 +16,8 @@ import torch
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, shortest_path
 
+from ._checks import check_float, check_int
+
 STEPS_PER_DAY = 288  # 5-minute steps
 
 
@@ -39,26 +41,8 @@ class RoadTraffic:
         return self.values.shape[1]
 
 
-def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
-    return int(value)
-
-
-def _check_float(name: str, value, low: float | None = None, high: float | None = None,
-                 high_open: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
-    if low is not None and value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
-    if high is not None and (value >= high if high_open else value > high):
-        raise ValueError(f"{name} must be {'<' if high_open else '<='} {high}, got {value}")
-    return value
+_check_int = check_int
+_check_float = check_float
 
 
 def _connected(n: int, edges: np.ndarray) -> bool:
@@ -145,7 +129,7 @@ def simulate_traffic(n_nodes: int = 20, days: int = 10, seed: int = 0, kind: str
     incident_rate = _check_float("incident_rate", incident_rate, 0.0)
     noise = _check_float("noise", noise, 0.0)
     missing = _check_float("missing", missing, 0.0, 0.5, high_open=True)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(_check_int("seed", seed, 0))
     coords, edges, lengths = make_road_network(n, seed=seed)
     dist = road_distances(n, edges, lengths)
     L = combinatorial_laplacian(n, edges)
@@ -254,8 +238,13 @@ def make_windows(data: RoadTraffic, t_in: int = 12, t_out: int = 12, stride: int
     t_in = _check_int("t_in", t_in, 1)
     t_out = _check_int("t_out", t_out, 1)
     stride = _check_int("stride", stride, 1)
-    split = tuple(float(s) for s in split)
-    if len(split) != 3 or any(s < 0 for s in split) or abs(sum(split) - 1) > 1e-6:
+    if not isinstance(data, RoadTraffic):
+        raise TypeError(f"data must be a RoadTraffic from simulate_traffic, got {type(data).__name__}")
+    try:
+        split = tuple(float(s) for s in split)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"split must be three fractions, got {split!r}") from e
+    if len(split) != 3 or not all(math.isfinite(s) for s in split) or any(s < 0 for s in split) or abs(sum(split) - 1) > 1e-6:
         raise ValueError(f"split must be three non-negative fractions summing to 1, got {split}")
     T = t_in + t_out
     n_steps = data.values.shape[0]

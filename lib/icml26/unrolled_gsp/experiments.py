@@ -11,6 +11,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from . import baselines as bl
+from ._checks import check_device, check_float, check_int
 from .data import knn_neighbors, make_windows, simulate_traffic
 from .method import (
     DirectedTemporalOperator,
@@ -43,6 +44,8 @@ def predict_module(model: nn.Module, split: dict, windows: dict, batch_size: int
                    full: bool = False) -> torch.Tensor:
     """Forecasts ``(S, t_out, N)`` (or the whole window with ``full``) in data units."""
     t_in = windows["t_in"]
+    batch_size = check_int("batch_size", batch_size, 1)
+    device = check_device(device, "device")
     outs = []
     model.eval()
     with torch.no_grad():
@@ -63,7 +66,7 @@ def evaluate(model_or_fn, windows: dict, split: str = "test", device="cpu", max_
         raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
     s = windows[split]
     if max_windows is not None:
-        s = {k: v[:max_windows] for k, v in s.items()}
+        s = {k: v[:check_int("max_windows", max_windows, 1)] for k, v in s.items()}
     t_in = windows["t_in"]
     truth, mask = s["raw"][:, t_in:], s["mask"][:, t_in:]
     out = {}
@@ -99,11 +102,16 @@ def train_forecaster(model: nn.Module, windows: dict, epochs: int = 8, lr: float
     (epoch 0 = before training)."""
     if loss not in ("huber", "mae", "mse"):
         raise ValueError(f"loss must be 'huber', 'mae' or 'mse', got {loss!r}")
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
-        raise ValueError(f"epochs must be an int >= 0, got {epochs!r}")
+    epochs = check_int("epochs", epochs, 0)
+    batch_size = check_int("batch_size", batch_size, 1)
+    lr = check_float("lr", lr, low=0.0, low_open=True)
+    if grad_clip is not None:
+        check_float("grad_clip", grad_clip, low=0.0, low_open=True)
+    device = check_device(device, "device")
+    gen_seed = check_int("seed", seed, 0)
     model.to(device)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(gen_seed)
     tr = windows["train"]
     t_in, T = windows["t_in"], windows["t_in"] + windows["t_out"]
     mean, std = windows["mean"], windows["std"]

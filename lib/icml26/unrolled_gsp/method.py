@@ -19,6 +19,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from ._checks import check_float, check_int, check_tensor
+
 ABLATIONS = ("none", "no_dglr", "no_dgtv", "ut")
 EXTRAPOLATORS = ("ridge_init", "scratch", "last_value")
 
@@ -26,35 +28,13 @@ EXTRAPOLATORS = ("ridge_init", "scratch", "last_value")
 # ---------------------------------------------------------------------------------------------
 # validation helpers
 # ---------------------------------------------------------------------------------------------
-def _check_tensor(name: str, x, ndim: int | None = None) -> torch.Tensor:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if ndim is not None and x.dim() != ndim:
-        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(x.shape)}")
-    if x.is_floating_point() and not bool(torch.isfinite(x).all()):
-        raise ValueError(f"{name} must be finite (no NaN or inf)")
-    return x
-
-
-def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
-    return value
+_check_tensor = check_tensor
+_check_int = check_int
 
 
 def _check_num(name: str, value, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
-    if positive and value <= 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
-    if not positive and value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    return value
+    """A finite number ``>= 0`` (``> 0`` when ``positive``)."""
+    return check_float(name, value, low=0.0, low_open=positive)
 
 
 def _check_neighbors(neighbors, n_nodes: int | None = None) -> torch.Tensor:
@@ -261,21 +241,28 @@ def unrolled_cg(A: Callable, b: torch.Tensor, x0: torch.Tensor, alphas=None, bet
     """
     if mode not in ("learned", "exact"):
         raise ValueError(f"mode must be 'learned' or 'exact', got {mode!r}")
+    _check_system(A, b, x0)
+    if mode == "learned" and (alphas is None or betas is None):
+        raise ValueError("alphas and betas are required with mode='learned'")
+    if mode == "exact":
+        n_steps = _check_int("n_steps", n_steps if n_steps is not None else 0, 1)
+    return _unrolled_cg(A, b, x0, alphas, betas, mode, n_steps)
+
+
+def _unrolled_cg(A, b, x0, alphas, betas, mode, n_steps):
+    """The unchecked recursion of :func:`unrolled_cg` (the unrolled network calls it in its hot loop)."""
     x = x0
     r = b - A(x)
     p = r
     if mode == "learned":
-        if alphas is None or betas is None:
-            raise ValueError("alphas and betas are required with mode='learned'")
         for j in range(alphas.shape[0]):
             Ap = A(p)
             x = x + alphas[j] * p
             r = r - alphas[j] * Ap
             p = r + betas[j] * p
         return x
-    n = _check_int("n_steps", n_steps if n_steps is not None else 0, 1)
     rr = _dot(r, r)
-    for _ in range(n):
+    for _ in range(n_steps):
         Ap = A(p)
         pAp = _dot(p, Ap)
         alpha = torch.where(pAp > 0, rr / pAp.clamp_min(1e-300), torch.zeros_like(pAp))
@@ -288,8 +275,31 @@ def unrolled_cg(A: Callable, b: torch.Tensor, x0: torch.Tensor, alphas=None, bet
     return x
 
 
+def _check_system(A, b, x0) -> None:
+    if not callable(A):
+        raise TypeError(f"A must be a callable v -> A v, got {type(A).__name__}")
+    _check_tensor("b", b)
+    _check_tensor("x0", x0)
+    if not b.is_floating_point() or b.dim() < 2:
+        raise ValueError(f"b must be a floating-point tensor (B, ..., H), got {b.dtype} of shape {tuple(b.shape)}")
+    if x0.shape != b.shape:
+        raise ValueError(f"x0 must have the shape of b {tuple(b.shape)}, got {tuple(x0.shape)}")
+
+
 def cg_solve(A: Callable, b: torch.Tensor, x0: torch.Tensor, tol: float = 1e-12, maxiter: int = 500):
-    """Exact CG to a relative residual ``tol`` (the classical ADMM's inner solver)."""
+    """Exact CG to a relative residual ``tol`` (the classical ADMM's inner solver).
+
+    ``A`` must be symmetric positive definite on each (batch, head) system: a search direction with
+    ``p'Ap <= 0`` before convergence (an indefinite or negative operator) raises ValueError naming ``A``
+    instead of dividing by a clamped curvature and returning NaN."""
+    _check_system(A, b, x0)
+    return _cg_solve(A, b, x0, _check_num("tol", tol, positive=True), _check_int("maxiter", maxiter, 1))
+
+
+def _cg_solve(A, b, x0, tol, maxiter):
+    """The kernel of :func:`cg_solve` (``admm_solve`` calls it with checked arguments). A direction with
+    ``p'Ap <= 0`` meets the clamped curvature 1e-300, so its step overflows: the iterate stops being
+    finite, which is checked once, after the loop (no extra device sync per iteration)."""
     x = x0
     r = b - A(x)
     p = r
@@ -305,6 +315,9 @@ def cg_solve(A: Callable, b: torch.Tensor, x0: torch.Tensor, tol: float = 1e-12,
         rr_new = _dot(r, r)
         p = r + (rr_new / rr.clamp_min(1e-300)) * p
         rr = rr_new
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError("A is not positive definite: conjugate gradients met a direction p with p'Ap <= 0 and "
+                         "diverged (cg_solve needs a symmetric positive definite operator)")
     return x
 
 
@@ -371,6 +384,16 @@ def augmented_lagrangian(s: dict, y, obs, Lu, Ld, p: dict) -> torch.Tensor:
     return L.sum()
 
 
+def _check_obs_mask(obs_mask, y: torch.Tensor) -> None:
+    if obs_mask is None:
+        return
+    _check_tensor("obs_mask", obs_mask)
+    if obs_mask.shape != y.shape:
+        raise ValueError(f"obs_mask must have the shape of y {tuple(y.shape)}, got {tuple(obs_mask.shape)}")
+    if not bool(((obs_mask == 0) | (obs_mask == 1)).all()):
+        raise ValueError("obs_mask must be 0/1 (True where y is observed)")
+
+
 def _obs_pad(y: torch.Tensor, t_in: int, T: int, obs_mask=None):
     B, _, N = y.shape
     obs = torch.zeros(B, T, N, dtype=y.dtype, device=y.device)
@@ -405,14 +428,21 @@ def admm_solve(y: torch.Tensor, t_in: int, Lu: SpatialOperator, Ld: DirectedTemp
     T = Ld.T
     if t_in >= T:
         raise ValueError(f"t_in must be < T = {T} (the operators' window), got {t_in}")
+    _check_obs_mask(obs_mask, y)
+    if x0 is not None:
+        _check_tensor("x0", x0, 3)
+        if x0.shape != (y.shape[0], T, y.shape[2]):
+            raise ValueError(f"x0 must be (B, T, N) = {(y.shape[0], T, y.shape[2])}, got {tuple(x0.shape)}")
     ypad, obs = _obs_pad(y, t_in, T, obs_mask)
     ypad, obs = ypad[..., None], obs[..., None]
     x = ypad.clone() if x0 is None else x0[..., None].to(y.dtype)
     p = {"mu_u": mu_u, "mu_d1": mu_d1, "mu_d2": mu_d2, "rho": rho, "rho_u": rho_u, "rho_d": rho_d}
     s = admm_init(x, Ld)
 
+    tol = _check_num("tol", tol, positive=True)
+
     def solve(name, A, b, x0_):
-        return cg_solve(A, b, x0_, tol=tol, maxiter=cg_iters)
+        return _cg_solve(A, b, x0_, tol, cg_iters)
 
     hist = {"primal": [], "dual": [], "objective": []}
     for _ in range(iters):
@@ -443,7 +473,14 @@ def closed_form(y: torch.Tensor, t_in: int, Lu, Ld, mu_u: float, mu_d2: float, o
     _check_tensor("y", y, 3)
     if y.shape[0] != 1:
         raise ValueError(f"y must hold one window (batch 1), got batch {y.shape[0]}")
+    if not y.is_floating_point():
+        raise TypeError(f"y must be a floating-point tensor, got {y.dtype}")
+    t_in = _check_int("t_in", t_in, 1)
+    mu_u, mu_d2 = _check_num("mu_u", mu_u), _check_num("mu_d2", mu_d2)
+    _check_obs_mask(obs_mask, y)
     T, N = Ld.T, y.shape[2]
+    if y.shape[1] != t_in or t_in >= T:
+        raise ValueError(f"y must have t_in = {t_in} < T = {T} time steps, got {y.shape[1]}")
     ypad, obs = _obs_pad(y, t_in, T, obs_mask)
     A = (torch.diag(obs.reshape(-1)) + mu_u * dense_matrix(Lu.apply, T, N, y.dtype, y.device)
          + mu_d2 * dense_matrix(Ld.gram, T, N, y.dtype, y.device))
@@ -464,10 +501,33 @@ def normalise_spatial(raw: torch.Tensor, neighbors: torch.Tensor) -> torch.Tenso
 
 def distance_spatial_weights(dist, neighbors: torch.Tensor, dtype=torch.float64) -> torch.Tensor:
     """Gaussian-kernel weights ``exp(-d_ij^2 / sigma^2)`` on the neighbour list, normalised: ``(1,1,N,K,1)``."""
-    d = torch.as_tensor(dist, dtype=dtype)
+    neighbors = _check_neighbors(neighbors)
+    if dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+    if dist is None or isinstance(dist, (str, bytes)):
+        raise TypeError(f"dist must be an (N, N) array of distances, got {type(dist).__name__}")
+    try:
+        d = torch.as_tensor(dist, dtype=dtype)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise TypeError(f"dist must be an (N, N) array of distances, got {type(dist).__name__}") from e
+    n = neighbors.shape[0]
+    if d.shape != (n, n):
+        raise ValueError(f"dist must be ({n}, {n}) to match neighbors, got {tuple(d.shape)}")
+    if bool(torch.isnan(d).any()) or bool((d < 0).any()):
+        raise ValueError("dist must hold non-negative distances (no NaN; inf marks a disconnected pair)")
+    if not bool(((d == d.T) | torch.isclose(d, d.T)).all()):
+        raise ValueError("dist must be symmetric (road distances): asymmetric weights would make the spatial "
+                         "Laplacian non-symmetric and its normalised weights exceed 1")
     idx = neighbors.clamp_min(0)
     dij = torch.gather(d, 1, idx)
-    sigma = d[torch.isfinite(d) & (d > 0)].std()
+    pos = d[torch.isfinite(d) & (d > 0)]
+    if pos.numel() == 0:
+        raise ValueError("dist needs at least one finite positive distance to set the kernel width")
+    sigma = pos.std() if pos.numel() > 1 else pos[0]
+    if not bool(torch.isfinite(sigma)) or float(sigma) <= 0:
+        # all distances equal: the spread is zero, so use their common value as the width (every
+        # neighbour then gets weight exp(-1)) instead of dividing by zero and returning an empty graph
+        sigma = pos.mean()
     raw = torch.exp(-(dij / sigma) ** 2)[None, None, :, :, None]
     return normalise_spatial(raw, neighbors)
 
@@ -475,9 +535,11 @@ def distance_spatial_weights(dist, neighbors: torch.Tensor, dtype=torch.float64)
 def decaying_temporal_weights(T: int, N: int, V: int, decay: float = 0.5, dtype=torch.float64) -> torch.Tensor:
     """Fixed directed weights ``w~_k = exp(-decay (k-1))`` normalised over available lags: ``(1,T-1,V,N,1)``."""
     T = _check_int("T", T, 2)
-    V = _check_int("interval", V, 1)
+    N = _check_int("N", N, 1)
+    V = _check_int("V (the interval)", V, 1)
+    decay = _check_num("decay", decay)
     if V > T - 1:
-        raise ValueError(f"interval must be <= T - 1 = {T - 1}, got {V}")
+        raise ValueError(f"V (the interval) must be <= T - 1 = {T - 1}, got {V}")
     raw = torch.exp(-decay * torch.arange(V, dtype=dtype))[None, None, :, None, None].expand(1, T - 1, V, N, 1)
     return normalise_directed(raw)
 
@@ -635,7 +697,8 @@ class ADMMBlock(nn.Module):
 
             def solve(name, A, b, x_start, tau=tau):
                 self.solves[name] += 1
-                return unrolled_cg(A, b, x_start, self.cg[f"alpha_{name}"][tau], self.cg[f"beta_{name}"][tau])
+                return _unrolled_cg(A, b, x_start, self.cg[f"alpha_{name}"][tau], self.cg[f"beta_{name}"][tau],
+                                    "learned", None)
 
             s = admm_step(s, yh, oh, Lu, Ld, Ld, p, solve, self.use_dglr, self.use_dgtv)
         return (s["x"] * self.comb).sum(-1)

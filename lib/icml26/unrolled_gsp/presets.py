@@ -6,6 +6,8 @@ from dataclasses import dataclass, replace
 
 from icml26.core import preset_for
 
+from ._checks import check_preset
+
 
 @dataclass(frozen=True)
 class UnrolledGSPPreset:
@@ -45,6 +47,9 @@ class UnrolledGSPPreset:
     ablation_epochs: int = 4
     ablation_seeds: int = 1
     seed: int = 0
+
+    def __post_init__(self):
+        check_preset(self)
 
     def dry_run(self) -> UnrolledGSPPreset:
         """Loop counts cut (classical and unrolled ADMM iterations, epochs, batches per epoch, evaluated

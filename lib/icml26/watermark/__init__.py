@@ -24,6 +24,9 @@ from .framework import (
     select_min_distortion,
 )
 from .method import (
+    DIRECT_DELTA_MAX,
+    EXACT_N_MAX,
+    MAX_MASK_BYTES,
     binomial_sf,
     binomial_threshold,
     detect,
@@ -52,6 +55,7 @@ from .presets import PRESETS, WatermarkPreset, preset
 from .teachers import FAMILIES, HMMTeacher, draw_probs, sample_iid
 
 __all__ = [
+    "DIRECT_DELTA_MAX", "EXACT_N_MAX", "MAX_MASK_BYTES",
     "DEFAULTS", "FAMILIES", "PRESETS", "Calibration", "HMMTeacher", "WatermarkPreset", "binomial_sf",
     "binomial_threshold", "calibrate", "detect", "draw_probs", "effective_gamma", "entropy",
     "first_occurrence_mask", "gpu_check", "green_indicators", "green_matrix", "green_size",

@@ -22,6 +22,7 @@ import torch
 from scipy import stats
 
 from .method import (
+    EXACT_N_MAX,
     _finite_number,
     _positive_int,
     binomial_threshold,
@@ -71,12 +72,23 @@ def power_normal(mu1, gamma, T, alpha) -> np.ndarray:
 
 
 def power_exact(mu1, gamma, T, alpha) -> np.ndarray:
-    """Eq. (3.4c): ``Pr[Bin(n, mu1) >= c_alpha]`` with ``n = floor(T)``; at ``mu1 = gamma`` it is the exact FPR."""
+    """Eq. (3.4c): ``Pr[Bin(n, mu1) >= c_alpha]`` with ``n = floor(T)``; at ``mu1 = gamma`` it is the exact FPR.
+
+    Lengths beyond ``EXACT_N_MAX`` (1e9 tokens) use the normal power (3.4b), which the exact one
+    approaches there; scipy's exact binomial would stall for minutes (uninterruptibly) near 2**53."""
     gamma, alpha = check_gamma(gamma), check_alpha(alpha)
     mu1, T = _check_mu(mu1), _check_T(T)
-    n = np.floor(T).astype(np.int64)
-    c = binomial_threshold(n, gamma, alpha)
-    return stats.binom.sf(c - 1, n, mu1)
+    if np.all(T < EXACT_N_MAX + 1):
+        n = np.floor(T).astype(np.int64)
+        c = binomial_threshold(n, gamma, alpha)
+        return stats.binom.sf(c - 1, n, mu1)
+    mu1, T = np.broadcast_arrays(mu1, T)
+    out = np.asarray(power_normal(mu1, gamma, T, alpha), dtype=np.float64).copy()
+    small = T < EXACT_N_MAX + 1
+    if small.any():
+        n = np.floor(T[small]).astype(np.int64)
+        out[small] = stats.binom.sf(binomial_threshold(n, gamma, alpha) - 1, n, mu1[small])
+    return out
 
 
 def required_length(mu1, gamma, alpha, power) -> np.ndarray:

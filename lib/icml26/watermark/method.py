@@ -18,7 +18,19 @@ import numpy as np
 import torch
 from scipy import stats
 
+from ..core.checks import check_device as _check_device
+
 Tensor = torch.Tensor
+
+#: largest bias computed with ``e^delta`` directly; above it (or above ``log(max float) - 8`` of the
+#: green mass's dtype, 80.7 for float32) the formulas of Sec. 3.3 run in log space (``math.expm1``
+#: overflows at delta ~ 709.8; below the cut both forms agree to rounding)
+DIRECT_DELTA_MAX = 700.0
+#: largest dense 0/1 mask matrix (``green_matrix``, ``random_green_masks``), in bytes of its float32 output
+MAX_MASK_BYTES = 2 * 1024 ** 3
+#: largest count for the exact binomial test (``binomial_threshold``, ``power_exact``); beyond it the
+#: normal approximation is used (scipy's binomial quantile stalls near 2**53 and cannot be interrupted)
+EXACT_N_MAX = 10 ** 9
 
 
 # -- argument checks -----------------------------------------------------------------------------
@@ -68,6 +80,13 @@ def check_alpha(alpha) -> float:
     return alpha
 
 
+def check_float_dtype(dtype, name: str = "dtype") -> torch.dtype:
+    """A floating dtype for probability rows: ``torch.float32`` or ``torch.float64``."""
+    if dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"{name} must be torch.float32 or torch.float64 (probabilities), got {dtype!r}")
+    return dtype
+
+
 def check_probs(p, name: str = "p", n_vocab: int | None = None) -> Tensor:
     """Validate rows on the probability simplex (entries >= 0, rows summing to 1 within 1e-4)."""
     if not isinstance(p, Tensor):
@@ -115,6 +134,7 @@ def uniform_support(n_vocab: int, m: int, batch: int, generator=None, dtype=torc
     batch = _positive_int("batch", batch)
     if m > n_vocab:
         raise ValueError(f"m must lie in [1, n_vocab={n_vocab}], got {m}")
+    dtype = check_float_dtype(dtype)
     perm = torch.rand(batch, n_vocab, generator=_gen(generator), dtype=torch.float32).argsort(-1)
     return torch.zeros(batch, n_vocab, dtype=dtype).scatter_(1, perm[:, :m], 1.0 / m)
 
@@ -126,6 +146,7 @@ def zipf(n_vocab: int, s, batch: int, generator=None, dtype=torch.float64) -> Te
     s = _finite_number("s", s)
     if s < 0:
         raise ValueError(f"s must be >= 0, got {s}")
+    dtype = check_float_dtype(dtype)
     base = torch.arange(1, n_vocab + 1, dtype=torch.float64) ** (-s)
     base = base / base.sum()
     perm = torch.rand(batch, n_vocab, generator=_gen(generator), dtype=torch.float32).argsort(-1)
@@ -141,6 +162,7 @@ def softmax_gaussian(n_vocab: int, temperature, batch: int, generator=None, scal
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     scale = _finite_number("scale", scale)
+    dtype = check_float_dtype(dtype)
     z = torch.randn(batch, n_vocab, generator=_gen(generator), dtype=dtype)
     return torch.softmax(scale * z / temperature, -1)
 
@@ -159,10 +181,21 @@ def effective_gamma(n_vocab: int, gamma) -> float:
     return green_size(n_vocab, gamma) / n_vocab
 
 
-def _exact_size_masks(rows: int, n_vocab: int, k: int, generator, device=None) -> Tensor:
-    u = torch.rand(rows, n_vocab, generator=generator, dtype=torch.float64)
-    rank = u.argsort(-1).argsort(-1)
-    return (rank < k).to(torch.float32).to(device or "cpu")
+def _exact_size_masks(rows: int, n_vocab: int, k: int, generator, device=None, names: str = "n_vocab") -> Tensor:
+    """``rows`` exact-size masks, drawn in row chunks (the same bits as one draw: the CPU generator is
+    serial) so that the working memory stays a few times the float32 output, which is capped at
+    :data:`MAX_MASK_BYTES`."""
+    nbytes = 4 * rows * n_vocab
+    if nbytes > MAX_MASK_BYTES:
+        raise ValueError(f"{names}: a dense [{rows}, {n_vocab}] mask matrix takes {nbytes / 2 ** 30:.1f} GiB, over "
+                         f"MAX_MASK_BYTES = {MAX_MASK_BYTES / 2 ** 30:.0f} GiB (the dense green lists suit toy "
+                         "vocabularies; draw fewer rows with n_contexts, or raise watermark.method.MAX_MASK_BYTES)")
+    out = torch.empty(rows, n_vocab, dtype=torch.float32)
+    step = max(1, 2 ** 22 // n_vocab)
+    for r in range(0, rows, step):
+        u = torch.rand(min(step, rows - r), n_vocab, generator=generator, dtype=torch.float64)
+        out[r:r + step] = (u.argsort(-1).argsort(-1) < k).to(torch.float32)
+    return out.to(device or "cpu")
 
 
 def green_matrix(n_vocab: int, gamma, key: int, n_contexts: int | None = None, device=None) -> Tensor:
@@ -172,14 +205,17 @@ def green_matrix(n_vocab: int, gamma, key: int, n_contexts: int | None = None, d
     ``n_contexts = n_vocab + 1`` adds the start (BOS) context as row ``n_vocab``. Every row has
     exactly ``round(gamma N)`` ones (an argsort of keyed uniforms, not ``rand < gamma``, which
     would make the list size random). The matrix is drawn on the CPU from ``key`` and moved to
-    ``device``, so the same key gives the same lists on every device.
+    ``device``, so the same key gives the same lists on every device. The dense matrix is capped at
+    :data:`MAX_MASK_BYTES` (2 GiB, about a 23k-token vocabulary with every context): a larger one
+    raises ``ValueError`` instead of allocating (GPT-2's 50,257 tokens would take 9.4 GiB).
     """
     n_vocab = _positive_int("n_vocab", n_vocab, 2)
     gamma = check_gamma(gamma, n_vocab)
     key = _positive_int("key", key, 0)
     n_contexts = n_vocab + 1 if n_contexts is None else _positive_int("n_contexts", n_contexts)
+    device = check_device(device)
     gen = torch.Generator().manual_seed(key)
-    return _exact_size_masks(n_contexts, n_vocab, green_size(n_vocab, gamma), gen, device)
+    return _exact_size_masks(n_contexts, n_vocab, green_size(n_vocab, gamma), gen, device, "n_vocab/n_contexts")
 
 
 def random_green_masks(n_vocab: int, gamma, n_masks: int, generator=None) -> Tensor:
@@ -187,7 +223,7 @@ def random_green_masks(n_vocab: int, gamma, n_masks: int, generator=None) -> Ten
     n_vocab = _positive_int("n_vocab", n_vocab, 2)
     gamma = check_gamma(gamma, n_vocab)
     n_masks = _positive_int("n_masks", n_masks)
-    return _exact_size_masks(n_masks, n_vocab, green_size(n_vocab, gamma), _gen(generator))
+    return _exact_size_masks(n_masks, n_vocab, green_size(n_vocab, gamma), _gen(generator), None, "n_vocab/n_masks")
 
 
 def check_green_mat(green_mat) -> Tensor:
@@ -226,15 +262,33 @@ def _as_tensor(x, name: str) -> Tensor:
 
 def _check_mass(P) -> Tensor:
     P = _as_tensor(P, "P")
+    if P.dtype in (torch.float16, torch.bfloat16):     # e^delta and log-space sums need float32 range
+        P = P.float()
     if bool(((P < -1e-9) | (P > 1 + 1e-9)).any()):
         raise ValueError("P (green mass) must lie in [0, 1]")
     return P.clamp(0.0, 1.0)
 
 
+def _direct(P: Tensor, delta: float) -> bool:
+    """Whether ``e^delta P`` is safe in ``P``'s dtype (see :data:`DIRECT_DELTA_MAX`)."""
+    return delta <= min(DIRECT_DELTA_MAX, math.log(torch.finfo(P.dtype).max) - 8.0)
+
+
+def _log_norm(P: Tensor, delta: float) -> Tensor:
+    """``log(1 + (e^delta - 1) P)``, the log normaliser of the biased distribution (Sec. 3.3); in log
+    space, ``logaddexp(delta + log P, log(1 - P))``, above :data:`DIRECT_DELTA_MAX`."""
+    if _direct(P, delta):
+        return torch.log1p(math.expm1(delta) * P)
+    return torch.logaddexp(delta + torch.log(P), torch.log1p(-P))
+
+
 def phi(P, delta) -> Tensor:
-    """Eq. (3.3a): green probability after biasing, ``phi_delta(P) = e^d P / (1 + (e^d - 1) P)``."""
+    """Eq. (3.3a): green probability after biasing, ``phi_delta(P) = e^d P / (1 + (e^d - 1) P)``
+    (``exp(d + log P - log Z)`` above :data:`DIRECT_DELTA_MAX`, where ``e^d`` overflows)."""
     P = _check_mass(P)
     delta = check_delta(delta)
+    if not _direct(P, delta):
+        return torch.exp(delta + torch.log(P) - _log_norm(P, delta)).clamp(0.0, 1.0)
     e = math.expm1(delta)
     return (e + 1.0) * P / (1.0 + e * P)
 
@@ -248,8 +302,7 @@ def kl_closed_form(P, delta, direction: str = "forward") -> Tensor:
     """
     P = _check_mass(P)
     delta = check_delta(delta)
-    e = math.expm1(delta)
-    log_z = torch.log1p(e * P)
+    log_z = _log_norm(P, delta)
     if direction == "forward":
         out = delta * phi(P, delta) - log_z
     elif direction == "reverse":
@@ -309,8 +362,12 @@ def kgw_lower_bound(p: Tensor, gamma, delta) -> Tensor:
     check_probs(p)
     gamma = check_gamma(gamma)
     delta = check_delta(delta)
-    e = math.expm1(delta)
-    zeta = (1.0 - gamma) * e / (1.0 + e * gamma)
+    if delta > DIRECT_DELTA_MAX:        # the same ratio with numerator and denominator times e^-delta
+        em = -math.expm1(-delta)
+        zeta = (1.0 - gamma) * em / (math.exp(-delta) + gamma * em)
+    else:
+        e = math.expm1(delta)
+        zeta = (1.0 - gamma) * e / (1.0 + e * gamma)
     return mu_max(gamma, delta) * spike_entropy(p, zeta)
 
 
@@ -395,19 +452,49 @@ def binomial_sf(k, n, p) -> Tensor:
     return torch.where(k <= 0, torch.ones_like(out), out)
 
 
-def binomial_threshold(n, gamma, alpha) -> np.ndarray:
-    """``c_alpha``: the smallest count whose exact null tail ``Pr[Bin(n, gamma) >= c]`` is ``<= alpha``."""
-    gamma = check_gamma(gamma)
-    alpha = check_alpha(alpha)
-    n = np.asarray(n)
-    if n.size == 0 or not np.all(np.isfinite(n)) or np.any(n < 0):
-        raise ValueError("n must be non-negative and finite")
-    n = np.floor(n).astype(np.int64)
+def check_counts(n, name: str = "n") -> np.ndarray:
+    """Non-negative finite counts (a number or an array), floored to whole numbers, at most ``2**53``
+    (the largest range in which every whole number is a float64)."""
+    if n is None or isinstance(n, (str, bytes)):
+        raise TypeError(f"{name} must be a number or an array of numbers, got {type(n).__name__}")
+    try:
+        a = np.asarray(n.detach().cpu() if isinstance(n, Tensor) else n, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a number or an array of numbers: {exc}") from None
+    if a.size == 0 or not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise ValueError(f"{name} must be non-negative and finite")
+    if np.any(a > 2.0 ** 53):
+        raise ValueError(f"{name} must be at most 2**53 (counts beyond are not whole float64 numbers), "
+                         f"got {float(a.max()):.3g}")
+    return np.floor(a)
+
+
+def _threshold_exact(n: np.ndarray, gamma: float, alpha: float) -> np.ndarray:
+    n = n.astype(np.int64)
     # isf gives the largest c' with sf(c') > alpha (up to rounding); step to the exact boundary.
     c = np.asarray(stats.binom.isf(alpha, n, gamma)).astype(np.int64) + 1
     c = np.where(stats.binom.sf(c - 2, n, gamma) <= alpha, c - 1, c)
-    c = np.where(stats.binom.sf(c - 1, n, gamma) > alpha, c + 1, c)
-    return c
+    return np.where(stats.binom.sf(c - 1, n, gamma) > alpha, c + 1, c)
+
+
+def binomial_threshold(n, gamma, alpha) -> np.ndarray:
+    """``c_alpha``: the smallest count whose exact null tail ``Pr[Bin(n, gamma) >= c]`` is ``<= alpha``.
+
+    Exact for ``n <= EXACT_N_MAX`` (1e9); beyond, the normal approximation
+    ``ceil(gamma n + z_{1-alpha} sqrt(n gamma (1 - gamma)))`` (relative error below 1e-4 there)."""
+    gamma = check_gamma(gamma)
+    alpha = check_alpha(alpha)
+    n = check_counts(n)
+    if np.all(n <= EXACT_N_MAX):
+        return _threshold_exact(n, gamma, alpha)
+    flat = n.reshape(-1)
+    c = np.empty(flat.shape, dtype=np.int64)
+    small = flat <= EXACT_N_MAX
+    if small.any():
+        c[small] = _threshold_exact(flat[small], gamma, alpha)
+    big = flat[~small]
+    c[~small] = np.ceil(gamma * big + stats.norm.isf(alpha) * np.sqrt(big * gamma * (1 - gamma))).astype(np.int64)
+    return c.reshape(n.shape)
 
 
 def detect(tokens: Tensor, green_mat: Tensor, gamma, context0: int, dedup: bool = True, alpha=0.01,
@@ -452,3 +539,8 @@ def detect(tokens: Tensor, green_mat: Tensor, gamma, context0: int, dedup: bool 
         warnings.warn(f"{int(empty.sum())} sequence(s) have no scored token: z = nan, p = 1", stacklevel=2)
         pv = torch.where(empty, torch.ones_like(pv), pv)
     return {"z": z, "n_scored": n, "n_green": S, "p_value": pv, "reject": pv <= alpha}
+
+
+def check_device(device, name: str = "device") -> torch.device | None:
+    """``None`` (the caller's default) or a usable device (:func:`icml26.core.checks.check_device`)."""
+    return _check_device(device, name, allow_none=True)

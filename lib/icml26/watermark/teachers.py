@@ -9,15 +9,15 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from .method import (
     _finite_number,
     _gen,
+    _log_norm,
     _positive_int,
     check_delta,
+    check_device,
     check_gamma,
     check_green_mat,
     green_size,
@@ -27,18 +27,31 @@ from .method import (
 )
 
 FAMILIES = ("uniform", "zipf", "softmax")
+#: largest bias applied as the product ``p e^delta`` in float32 (``e^88.7`` overflows); above it
+#: :func:`sample_iid` tilts in log space
+FLOAT32_TILT_MAX = 80.0
 
 
 def draw_probs(family: str, param, n_vocab: int, rows: int, generator=None, dtype=torch.float64) -> torch.Tensor:
     """``rows`` next-token distributions of a family: ``uniform`` (param ``m``), ``zipf`` (exponent ``s``)
-    or ``softmax`` (temperature of ``softmax(Z / T)``). All three are permutation invariant."""
+    or ``softmax`` (temperature of ``softmax(Z / T)``). All three are permutation invariant.
+    ``param`` must be a whole number for ``uniform`` (2.7 is refused, not rounded), >= 0 for ``zipf`` and
+    > 0 for ``softmax``."""
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    n_vocab, rows = _positive_int("n_vocab", n_vocab, 2), _positive_int("rows", rows)
+    param = _finite_number("param", param)
     if family == "uniform":
+        if param != int(param) or param < 1:
+            raise ValueError(f"param must be a whole number m >= 1 of tokens for family='uniform', got {param}")
         return uniform_support(n_vocab, int(param), rows, generator, dtype=dtype)
     if family == "zipf":
+        if param < 0:
+            raise ValueError(f"param (the Zipf exponent) must be >= 0, got {param}")
         return zipf(n_vocab, param, rows, generator, dtype=dtype)
-    if family == "softmax":
-        return softmax_gaussian(n_vocab, param, rows, generator, dtype=dtype)
-    raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    if param <= 0:
+        raise ValueError(f"param (the softmax temperature) must be > 0, got {param}")
+    return softmax_gaussian(n_vocab, param, rows, generator, dtype=dtype)
 
 
 def sample_iid(family: str, param, n_vocab: int, rows: int, gamma, delta, generator=None,
@@ -49,7 +62,9 @@ def sample_iid(family: str, param, n_vocab: int, rows: int, gamma, delta, genera
     Because the families are invariant under permuting the vocabulary, a fresh uniformly random
     green list is equivalent in law to the fixed list ``{0, ..., k-1}`` applied to a freshly
     permuted distribution; the code uses the latter (no per-row argsort). Tokens are drawn from
-    ``softmax(log p + delta 1_G)`` by ``torch.multinomial``. Returns ``[rows]`` tensors ``green``
+    ``softmax(log p + delta 1_G)`` by inverting the cumulative sum; up to ``FLOAT32_TILT_MAX`` the tilt is
+    the product ``p e^delta`` (float32), above it ``log p + delta 1_G`` is normalised in log space, so a
+    bias of 89 or 1000 puts the mass on the green list instead of overflowing to NaN. Returns ``[rows]`` tensors ``green``
     (indicator), ``P`` (green mass), ``log_ratio`` (``log p_hat(s) / p(s)``, an unbiased sample of the
     forward KL) and ``entropy``.
     """
@@ -68,8 +83,11 @@ def sample_iid(family: str, param, n_vocab: int, rows: int, gamma, delta, genera
         r = min(chunk, rows - done)
         p = draw_probs(family, param, n_vocab, r, gen, dtype=torch.float32)
         P = p[:, :k].double().sum(1).clamp(0, 1)
-        q = p * torch.exp(bias)
-        q = q / q.sum(1, keepdim=True)
+        if delta <= FLOAT32_TILT_MAX:
+            q = p * torch.exp(bias)
+            q = q / q.sum(1, keepdim=True)
+        else:
+            q = torch.softmax(torch.log(p) + bias, 1)
         u = torch.rand(r, 1, generator=gen, dtype=torch.float64)
         c = q.double().cumsum(-1)
         s = torch.searchsorted(c, u * c[:, -1:]).squeeze(1).clamp_max(n_vocab - 1)
@@ -77,7 +95,7 @@ def sample_iid(family: str, param, n_vocab: int, rows: int, gamma, delta, genera
         out["green"].append(green)
         out["P"].append(P)
         # log p_hat(s)/p(s) = delta 1[s green] - log(1 + (e^delta - 1) P), exact in float64
-        out["log_ratio"].append(delta * green - torch.log1p(math.expm1(delta) * P))
+        out["log_ratio"].append(delta * green - _log_norm(P, delta))
         out["entropy"].append(-torch.xlogy(p, p).sum(1).double())
         done += r
     return {key: torch.cat(v) for key, v in out.items()}
@@ -114,6 +132,7 @@ class HMMTeacher:
         self.device = torch.device("cpu")
 
     def to(self, device) -> HMMTeacher:
+        check_device(device)
         self.A, self.E, self.pi0 = self.A.to(device), self.E.to(device), self.pi0.to(device)
         self.device = torch.device(device)
         return self
