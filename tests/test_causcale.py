@@ -350,7 +350,7 @@ def test_checkpoint_is_reproduced_by_its_command():
             assert f"seed{seed}/{variant}@{book.steps_ablation}" in ckpt["models"]
     _, hist = tr.train_variant(book, "full", book.train_seeds[0], 3, progress=False)
     assert np.allclose(hist.losses, ckpt["losses"][f"seed{book.train_seeds[0]}/full"][:3], atol=1e-5)
-    sd = tr.model_from_checkpoint(ckpt, book, "untied", book.train_seeds[-1], book.steps_ablation).state_dict()
+    sd = tr.model_from_checkpoint(ckpt, book, "untied", book.untied_seeds[-1], book.steps_ablation).state_dict()
     assert tr.unpack_state_dict(tr.pack_state_dict(sd)).keys() == sd.keys()
 
 

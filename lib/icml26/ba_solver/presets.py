@@ -101,11 +101,11 @@ PRESETS = {
         nb2=LearnedPreset(backbone_hidden=64, backbone_depth=3, backbone_steps=150, backbone_batch=256,
                           backbone_lr=2e-3, side_hidden=32, side_depth=2, side_steps=40, side_batch=128,
                           chain_steps=4, lr=2e-3, ema_decay=0.99, n_eval=512, nfes=(3, 5, 10), ablation_steps=10,
-                          ref_steps=32),
+                          ref_steps=32, n_val=128),
         nb3=LearnedPreset(backbone_hidden=128, backbone_depth=3, backbone_steps=150, backbone_batch=128,
                           backbone_lr=2e-3, side_hidden=32, side_depth=2, side_steps=30, side_batch=64,
                           chain_steps=2, lr=2e-3, ema_decay=0.99, n_eval=500, nfes=(3, 5, 10), ablation_steps=0,
-                          ref_steps=16),
+                          ref_steps=16, n_val=128),
     ),
     "book": BAPreset(
         seed=0,

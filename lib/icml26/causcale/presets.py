@@ -29,8 +29,11 @@ class CauScalePreset:
     weight_decay: float = 1e-5
     steps_full: int = 250             # the full model
     steps_ablation: int = 150         # ablations (and the full model's snapshot) compared at this step
-    train_seeds: tuple = (0, 1, 2, 3, 4)
-    untied_seeds: tuple = (0, 1, 2, 3, 4)   # seeds of the (slowest) untied-attention ablation
+    # 5 paired seeds need the checkpoint regenerated with them (python -m icml26.causcale.training --scale book
+    # --seeds 0 1 2 3 4, about 20 CPU min, in progress at the end of session 34): until then the stored 3 seeds,
+    # and the book-scale comparison claims fail the protocol's 5-seed rule, as they should
+    train_seeds: tuple = (0, 1, 2)
+    untied_seeds: tuple = (0,)        # seeds of the (slowest) untied-attention ablation (all 5 with the new checkpoint)
     official_untied_seeds: tuple = ()       # its twin with the official rhnij scale (gpu only: CPU cost)
     use_checkpoint: bool = True       # load data/causcale/causcale_book.pt instead of training inline
     finetune_steps: int = 8           # notebook 2 retrains this many steps of seed 0 to show the loop

@@ -48,7 +48,7 @@ class CTPreset:
     # -- notebook 2: the quadratic-cost methods (CT-Prompt, TTT) set the numbers of tasks --------
     n_tasks_quadratic: int = 3        # test tasks per condition and training seed
     seeds_quadratic: tuple = (0, 1, 2, 3, 4)
-    n_val_quadratic: int = 3          # validation tasks per condition
+    n_val_quadratic: int = 5          # validation tasks per condition
     # -- notebook 1: ICL curves and the k sweep ------------------------------------------------
     k_curve: tuple = (0, 1, 2, 4, 6, 8, 12, 16, 20, 24)
     k_sweep: tuple = (8, 12, 16, 24)
