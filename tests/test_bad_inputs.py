@@ -24,6 +24,7 @@ import icml26.protein_tokens as ptok  # protein-tokens
 import icml26.sfconvcnp as sfc  # sfconvcnp
 import icml26.syngr as syngr  # syngr
 import icml26.unrolled_gsp as ugsp
+import numpy as np
 import pytest
 import torch
 from bad_inputs import Case, check_case, corruptions
@@ -31,6 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from icml26 import watermark as wm
 from icml26.special import baselines as sp_base
+from icml26.special import data as sp_data
 from icml26.special import method as sp
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -54,6 +56,12 @@ SFC_MODEL = sfc.SFConvCNP(channels=8, ffn_dim=16, n_blocks=1, groups=2)  # sfcon
 SFC_CONV = sfc.SetFourierConv(1, 4, 4, groups=2)  # sfconvcnp
 SFC_X, SFC_Y = -3 + 6 * torch.rand(2, 5, 1, generator=_gen), torch.randn(2, 5, 1, generator=_gen)  # sfconvcnp
 SFC_XQ = -3 + 6 * torch.rand(2, 4, 1, generator=_gen)  # sfconvcnp
+
+PD_K = torch.nn.functional.normalize(torch.randn(2, 6, 1, 4, generator=_gen), dim=-1)  # precond_delta
+PD_DATA = pd.regression_data([0, 1], 8, d_k=4, d_v=3)  # precond_delta
+_sp_rng = np.random.default_rng(0)  # special: two domains of 64-pixel images, two classes
+SP_DOMAINS = [sp_data.DomainData(_sp_rng.random((16, 64), dtype=np.float32), np.arange(16) % 2,
+                                 _sp_rng.random((4, 64), dtype=np.float32), np.arange(4) % 2, f"d{i}") for i in range(2)]
 
 # unrolled-gsp
 _ugsp_gen = torch.Generator().manual_seed(2)
@@ -148,6 +156,22 @@ CASES = [
     Case("precond_delta.delta_rule_recurrent", pd.delta_rule_recurrent,
          dict(q=QKV, k=QKV.clone(), v=torch.randn(1, 8, 2, 3, generator=_gen), beta=torch.full((1, 8, 2), 0.5)),
          args=("q", "k", "v", "beta")),
+    Case("precond_delta.write_multiplier", pd.write_multiplier,
+         dict(k=PD_K, rule="pdn", x=1.5, gamma=0.99), args=("k", "rule", "x", "gamma"),
+         shape=lambda out: out.dim() == 4),
+    Case("precond_delta.step_schedule", pd.step_schedule, dict(k=PD_K, x=1.5, gamma=0.99), args=("k", "x", "gamma"),
+         shape=lambda out: out.dim() == 1),
+    Case("precond_delta.write_flops", pd.write_flops, dict(rule="pdn", d_k=4, d_v=3), args=("rule", "d_k", "d_v")),
+    Case("precond_delta.regression_data", pd.regression_data, dict(seeds=[0, 1], T=8, d_k=4, d_v=3, kappa=10.0),
+         args=("seeds", "T", "d_k", "d_v", "kappa")),
+    Case("precond_delta.regression_errors", pd.regression_errors,
+         dict(data=PD_DATA, rule="deltanet", betas=[0.5, 1.0]), args=("rule", "betas"),
+         shape=lambda out: out.shape == (2, 2)),
+    Case("precond_delta.recall_accuracy", pd.recall_accuracy,
+         dict(data=pd.recall_data([0, 1], 6, d_k=4, d_v=4), rule="pdn", betas=[0.5]), args=("rule", "betas"),
+         range=(0.0, 1.0)),
+    Case("special.validation_domains", sp_data.validation_domains,
+         dict(domains=SP_DOMAINS, fraction=0.25, seed=0), args=("fraction", "seed")),
     Case("dp_c4.clip_rows", dpc4.clip_rows, dict(G=torch.randn(6, 3, generator=_gen, dtype=torch.float64), C=1.0),
          args=("G", "C")),
     Case("dp_c4.geometric_thresholds", dpc4.geometric_thresholds, dict(C0=1.0, rho=0.7, K=5),

@@ -173,6 +173,38 @@ def test_replicas_equal_separate_runs():
     assert np.abs(both["logits"][1] - one["logits"]).max() < 1e-12
 
 
+def test_rules_share_random_numbers_per_seed():
+    """Common random numbers (issue 35): every rule draws the same uniforms for a seed, in one batched
+    call as in separate runs, so a difference between rules comes from the bounds alone."""
+    env = bp.HeadTailBandit(n_contexts=8, n_actions=6)
+    rules = [bp.make_bound_fn("clip"), bp.make_bound_fn("band_kl", delta=0.01), bp.make_bound_fn("none")]
+    kw = {"iters": 5, "group_size": 8, "seed": [3, 4]}
+    # one inner step: bounds never bind, so equal draws must give equal training whatever the rule
+    one = bp.train_bandit(env, rules, inner_steps=1, **kw)
+    for res in one[1:]:
+        assert np.abs(res["logits"] - one[0]["logits"]).max() < 1e-12
+    assert np.abs(one[0]["logits"][0] - one[0]["logits"][1]).max() > 1e-3  # seeds do differ
+    # several inner steps: the rules differ, yet the first batch (same initial policy) has the same
+    # actions and rewards for every rule: equal sample and advantage-sign counts per bin
+    many = bp.train_bandit(env, rules, inner_steps=4, **kw)
+    assert np.abs(many[0]["logits"] - many[1]["logits"]).max() > 1e-3
+    for res in many[1:]:
+        assert np.array_equal(res["clip"][:, 0, 2:], many[0]["clip"][:, 0, 2:])
+    # and each rule's replicas equal a run of that rule on its own
+    for rule, res in zip(rules, many):
+        alone = bp.train_bandit(env, rule, inner_steps=4, **kw)
+        assert np.abs(res["logits"] - alone["logits"]).max() < 1e-12
+    # the shared reward coin reproduces the environment's own draw
+    actions = torch.randint(0, 6, (8, 4), generator=torch.Generator().manual_seed(0))
+    drawn = env.sample_rewards(actions, torch.Generator().manual_seed(7))
+    coin = torch.rand((8, 4), generator=torch.Generator().manual_seed(7), dtype=F64)
+    assert torch.equal(drawn, env.rewards_from_coin(actions, coin))
+    with pytest.raises(ValueError, match="coin"):
+        env.rewards_from_coin(actions, coin[:, :2])
+    with pytest.raises(TypeError, match="coin"):
+        env.rewards_from_coin(actions, 0.5)
+
+
 def test_baseline_rules():
     p = torch.tensor([0.01, 0.5, 0.9], dtype=F64)
     lo, hi = bp.clip_bounds(p)

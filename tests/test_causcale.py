@@ -420,3 +420,36 @@ def test_cuda_matches_cpu():
     assert (p_cpu - p_gpu).abs().max() < 1e-4
     out = cs.sample_linear_scm_batch(2, 8, 40, 2.0, device="cuda")
     assert out["x"].is_cuda
+
+
+# -- the referee's controls (issue 39 review): interventional orienter, untrained model ------------
+def test_interventional_orienter_orients_and_rejects_bad_input():
+    t = cs.make_task(8, 400, rng=np.random.default_rng(4))
+    s = cs.interventional_orienter(t["x_raw"], t["interv_mask"], tau=0.1)
+    assert s.shape == (8, 8) and np.all(np.diag(s) == 0) and np.all(s >= 0)
+    assert cs.orientation_accuracy(s, t["adj"]) > 0.7            # reads the regimes: orients, unlike INVCOV
+    assert np.allclose(s + s.T, cs.invcov_scores(t["x_raw"]))    # sigma(z) + sigma(-z) = 1
+    for bad in (0.0, -1.0, float("nan"), True):
+        with pytest.raises(ValueError, match="tau"):
+            cs.interventional_orienter(t["x_raw"], t["interv_mask"], tau=bad)
+    with pytest.raises(ValueError, match="interv_mask"):
+        cs.interventional_orienter(t["x_raw"], t["interv_mask"][:, :3])
+
+
+def test_orienter_tuned_on_validation_tasks_disjoint_from_test():
+    cells = {"linear n=6": ex.test_tasks(CFG, 6, n_graphs=3)}
+    val = ex.test_tasks(CFG, 6, n_graphs=3, validation=True)
+    assert not any(np.array_equal(a["x_raw"], b["x_raw"]) for a in cells["linear n=6"] for b in val)
+    df, tuned = ex.orienter_cells(CFG, cells, taus=(0.03, 0.1, 0.3))
+    assert set(df.method) == {"orienter"} and len(df) == 3
+    assert tuned["linear n=6"].n_configs == 3 and tuned["linear n=6"].best["tau"] in (0.03, 0.1, 0.3)
+
+
+def test_untrained_control_uses_the_training_initialisation():
+    cells = {"linear n=6": ex.test_tasks(CFG, 6, n_graphs=2)}
+    u = ex.untrained_results(CFG, cells, [0], "cpu")
+    torch.manual_seed(0)
+    ref = tr.build_model(CFG, "full").eval()
+    want = ex.evaluate_model(ref, cells["linear n=6"]).ap.mean()
+    assert u.model.tolist() == [ex.UNTRAINED] and u.step.tolist() == [0]
+    assert u.mAP.iloc[0] == pytest.approx(want, abs=1e-12)

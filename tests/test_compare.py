@@ -231,6 +231,23 @@ def test_ledger_compare_records_and_shows_the_protocol(tmp_path):
         ledger.compare("z", cmp, "method", "baseline", threshold=0.0)
 
 
+def test_protocol_lines_print_fewer_configs_reasons_and_snap_round_off_to_zero():
+    from icml26.core.compare import protocol_lines
+
+    cmp = Comparison("error", goal="min", seeds=range(5), budget="steps")
+    small = tune("method", lambda c: (c["lr"] - 0.02) ** 2, Grid(lr=[0.01, 0.02, 0.04]), goal="min", progress=False)
+    big = tune("base", lambda c: (c["lr"] - 0.02) ** 2, Grid(lr=[0.005, 0.01, 0.02, 0.04, 0.08]), goal="min",
+               progress=False)
+    noise = np.array([1e-18, -3e-18, 2e-18, -2e-18, 0.0])
+    cmp.add("method", 1.0 + noise, tuned=small, cost=1, fewer_configs="its third knob is fixed by theory")
+    cmp.add("base", 1.0 + noise, tuned=big, cost=1)
+    cmp.add("none", noise, untuned="nothing to tune", cost=0, control=True)
+    lines = protocol_lines("claim", cmp.protocol())
+    assert any("fewer configs: its third knob is fixed by theory" in ln for ln in lines)
+    control = next(ln for ln in lines if ln.lstrip().startswith("none"))
+    assert "e-18" not in control and ": 0 [" in control
+
+
 def test_dry_runs_assert_no_protocol():
     few = make_comparison(n_seeds=2)
     ledger = Ledger("demo", "01-x", scale="gpu", dry=True)
@@ -241,8 +258,8 @@ def test_dry_runs_assert_no_protocol():
 # Chapters whose headline comparisons have not yet moved to Ledger.compare. The chapter issues
 # empty this list; it may only shrink.
 NOT_YET_ON_THE_PROTOCOL = {
-    "cgmt", "dp-c4", "dynvla", "focusing", "paced-rl", "pdrf", "protein-tokens", "sfconvcnp", "swe-rebench",
-    "syngr", "unrolled-gsp", "watermark",
+    "cgmt", "dp-c4", "dynvla", "focusing", "pdrf", "protein-tokens", "sfconvcnp", "swe-rebench",
+    "syngr", "unrolled-gsp",
 }
 
 

@@ -149,7 +149,9 @@ def test_pretraining_command_reproduces_short_run():
     steps) match the stored fingerprint; the full 2,500-step rerun is opt-in (ICML26_FULL_RETRAIN=1)."""
     prov = json.loads((DATA_DIR / "provenance.json").read_text())
     digest, log, m = pretrain_run(steps=prov["short_run"]["steps"], return_model=True)
-    np.testing.assert_allclose(ct.fingerprint(m), prov["short_run"]["fingerprint"], rtol=1e-4, atol=1e-6)
+    # parameter sums after 30 Adam steps move by up to 1.6e-4 (relative) between CPU builds of one torch
+    # version (measured: 2 of 108 values on a Xeon with AVX-512); the loss curve below stays within 1e-4
+    np.testing.assert_allclose(ct.fingerprint(m), prov["short_run"]["fingerprint"], rtol=1e-3, atol=1e-6)
     np.testing.assert_allclose(log["loss"], prov["short_run"]["loss"], rtol=1e-4)
 
 
@@ -289,10 +291,15 @@ def test_ct_kv_cuda_matches_cpu(model):
 
 
 # ----------------------------------------------------------------------------------------- the comparison protocol
-def test_every_tuned_method_gets_a_grid_of_the_same_size():
+@pytest.mark.parametrize("notebook2", [False, True])
+def test_every_tuned_method_gets_a_grid_of_the_same_size(notebook2):
     for scale in ("smoke", "book", "gpu"):
         cfg = ct.preset(scale)
+        cfg = ex.quadratic_setting(cfg) if notebook2 else cfg
         tuned = [m for m in ex.ALL_METHODS if m not in ex.UNTUNED]
+        if notebook2:  # notebook 2's methods (notebook 1's CT-KV ablations are not tuned there)
+            tuned = [m for m, _ in cfg.lr_grids_quadratic]
+            assert {"ttt", "ttt + ct-kv", "prefix tuning", "ct-prompt", "ct-kv"} <= set(tuned)
         sizes = {m: ex.grid_for(m, cfg).size for m in tuned}
         assert len(set(sizes.values())) == 1, sizes
         for m in tuned:
@@ -319,7 +326,7 @@ def test_one_change_row_is_ct_kv_without_mask_and_dropout(model):
     assert np.allclose(r["mse"], ct.evaluate(model, kv, t["x_query"], t["y_query"]).numpy(), atol=1e-6)
 
 
-def test_protocol_pipeline_pairs_seeds_and_records_a_fair_comparison(model):
+def test_protocol_pipeline_pairs_seeds_and_records_a_fair_comparison(model, one_thread):
     from icml26.core import Ledger
 
     cfg = ct.preset("smoke")
@@ -347,3 +354,20 @@ def test_protocol_pipeline_pairs_seeds_and_records_a_fair_comparison(model):
     assert list(table.index) == ["icl", "ct-kv"] and "[" in table.loc["ct-kv", "w-scale 2"]
     with pytest.raises(ValueError, match="ttt"):
         ex.tune_methods(model, cfg, ["ttt + ct-kv"], conds, n_val=1)
+
+
+def test_redraw_control_tunes_on_another_validation_draw(model, one_thread):
+    cfg = ct.preset("smoke")
+    conds = ["in-distribution", "w-scale 2"]
+    a = ex.validation_scores(model, cfg, "ct-kv", conds, n_val=1)
+    b = ex.validation_scores(model, cfg, "ct-kv", conds, n_val=1, val_offset=ex.VAL_OFFSET + 1)
+    assert (a.lr == b.lr).all() and not np.allclose(a.mse, b.mse)  # same grid, other tasks
+    again = ex.validation_scores(model, cfg, "ct-kv", conds, n_val=1, val_offset=ex.VAL_OFFSET)
+    assert np.allclose(a.mse, again.mse)  # the default is the main draw
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="val_offset"):
+            ex.validation_scores(model, cfg, "ct-kv", conds, n_val=1, val_offset=bad)
+    tuned, cmps = ex.redraw_control(model, cfg, conds, (0, 1), n_val=1, n_tasks=1, edge_reason="a unit test's grid")
+    assert set(tuned) == {"prefix tuning", "ct-kv"} and set(cmps) == set(conds)
+    assert all("lr" not in t.unstated_edges for t in tuned.values())
+    assert cmps["w-scale 2"].rows["icl"].control and len(cmps["w-scale 2"].diff("prefix tuning", "ct-kv", "ratio").per_seed) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import icml26.paced_rl as m
+import numpy as np
 import pytest
 import torch
 from icml26.paced_rl import experiments as ex
@@ -154,10 +155,64 @@ def test_replay_buffer():
 
 def test_every_method_runs(small):
     cfg, task, pol = small
-    for mth in m.METHODS:
+    for mth in ex.ALL_METHODS:
         out = m.train(mth, task, copy.deepcopy(pol), steps=3, batch_prompts=8, eval_every=2, seed=0)
         assert out["step"].tolist() == [0, 2, 3]
         assert 0 <= out["test_learnable"].min() and out["test_learnable"].max() <= 1
+
+
+def test_one_step_of_tb_is_reinforce_with_baseline_beta_log_z(small):
+    """The theorem of notebook 2: at theta = theta_old the gradient of (3.3) is (2/beta) x REINFORCE
+    with baseline beta log Z_phi; after clipping, one Adam step from either is (nearly) the same."""
+    cfg, task, _ = small
+    out = ex.reinforce_identity(cfg, task, seed=0, n_prompts=8)
+    assert out["n_samples"] == 8 * cfg.group_size
+    assert out["cosine"] == pytest.approx(1.0, abs=1e-12)
+    assert out["norm_ratio"] == pytest.approx(2 / cfg.beta, rel=1e-10)
+    assert out["max_rel_deviation"] < 1e-10 and out["adam_step_diff"] < 0.05
+    with pytest.raises(ValueError, match="n_prompts"):
+        ex.reinforce_identity(cfg, task, n_prompts=task.n_train + 1)
+
+
+def test_decomposition_rows_use_grpo_loss_with_the_selectors(small):
+    """grpo_zsel selects by Z_phi (trained, so the estimate moves) and grpo_oracle by the exact
+    accuracy: both differ from uniform GRPO on the same seed; Z_phi stays untrained in grpo_oracle."""
+    cfg, task, pol = small
+    kw = dict(steps=4, batch_prompts=8, eval_every=2, seed=0)
+    out = {k: m.train(k, task, copy.deepcopy(pol), return_models=True, **kw)
+           for k in ("grpo", "grpo_zsel", "grpo_oracle")}
+    assert not (out["grpo_zsel"]["sel_p"] == out["grpo"]["sel_p"]).all()
+    assert out["grpo_oracle"]["sel_p"].mean() != out["grpo"]["sel_p"].mean()
+    torch.manual_seed(0)
+    init = m.LogPartition(task.emb_dim, 64).state_dict()            # train() seeds torch, then builds Z_phi
+    for k, moved in (("grpo_zsel", True), ("grpo_oracle", False), ("grpo", False)):
+        same = all(torch.equal(v, init[n]) for n, v in out[k]["_logz"].state_dict().items())
+        assert same != moved, k
+    assert out["grpo"]["eff_curve"].shape == out["grpo"]["test_learnable"].shape
+    assert out["grpo"]["eff_curve"][-1] == out["grpo"]["eff_correct"]
+
+
+def test_runs_at_reuses_the_cache_and_validation_seeds_are_disjoint(small):
+    from dataclasses import replace
+
+    cfg, task, _ = small
+    cfg = replace(cfg, steps=2, eval_every=2, warm_steps=5, batch_prompts=4, seeds=(0,), val_seeds=(7,))
+    cache = {}
+    first = ex.runs_at(cfg, task, "grpo", 1e-2, (7,), cache)
+    assert ex.runs_at(cfg, task, "grpo", 1e-2, (7,), cache)[0] is first[0] and len(cache) == 1
+    assert ex.validation_auc(cfg, task, "grpo", 1e-2, cache) == ex.auc(first[0])
+    with pytest.raises(ValueError, match="val_seeds"):
+        ex.validation_auc(replace(cfg, val_seeds=(0,)), task, "grpo", 1e-2)
+
+
+def test_diversity_at_matched_accuracy():
+    res = {"test_learnable": np.array([0.1, 0.3, 0.5]), "eff_curve": np.array([6.0, 5.0, 3.0])}
+    assert ex.eff_at_accuracy(res, 0.4) == pytest.approx(4.0)
+    assert ex.eff_at_accuracy(res, 0.05) == 6.0 and np.isnan(ex.eff_at_accuracy(res, 0.6))
+    runs = {"flowrl": [dict(res, test_learnable=np.array([0.1, 0.2, 0.4]), eff_correct=3.0)],
+            "grpo": [res]}
+    tab = ex.matched_diversity(runs, "flowrl", ("grpo",))
+    assert tab.loc[0, "accuracy"] == 0.4 and tab.loc[0, "GRPO"] == pytest.approx(4.0)
 
 
 def test_grpo_advantages_and_mixed_probability():
@@ -238,3 +293,6 @@ def test_preset_constraints(scale):
         assert cfg.replay_add <= cfg.replay_capacity and cfg.n_calib <= cfg.n_train
         assert 0 < cfg.from_step < cfg.steps and cfg.vocab**cfg.length <= 10**6
         assert len(cfg.id_sizes) >= 2 and cfg.id_sizes[0] == 0.0
+        assert not set(cfg.val_seeds) & set(cfg.seeds) and len(cfg.lr_grid) >= 2
+    if scale == "book":
+        assert len(m.PRESETS[scale].seeds) >= 10 and max(m.PRESETS[scale].lr_grid) >= 3e-2

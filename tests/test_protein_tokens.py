@@ -215,6 +215,32 @@ def test_experiment_runners_smoke():
     assert ((sh.tm_parent > 0) & (sh.tm_parent <= 1)).all()
 
 
+def test_token_gain_is_difference_of_differences_and_removes_the_prior():
+    import pandas as pd
+    rng = np.random.default_rng(0)
+    n = 40
+    prot = np.arange(n)
+
+    def table(r0, r8):
+        return pd.DataFrame({"protein": np.r_[prot, prot], "k": np.r_[np.zeros(n, int), np.full(n, 8)],
+                             "rmsd": np.r_[r0, r8]})
+    a0 = 9 + rng.normal(0, 0.3, n)
+    b0 = a0 + 1.0                       # the second model's prior is 1 A worse
+    a8, b8 = a0 - 2.0, b0 - 2.0         # identical token gains
+    g = ex.token_gain(table(a0, a8), table(b0, b8), k=8, n_boot=200)
+    assert g["raw"] == pytest.approx(1.0) and g["prior"] == pytest.approx(1.0)
+    assert g["did"] == pytest.approx(0.0, abs=1e-12) and g["gain_a"] == pytest.approx(2.0)
+    assert g["n"] == n and g["raw_lo"] <= g["raw"] <= g["raw_hi"]
+    g2 = ex.token_gain(table(a0, a8 - 0.5), table(b0, b8), k=8, n_boot=200)
+    assert g2["did"] == pytest.approx(0.5) and g2["did"] == pytest.approx(g2["raw"] - g2["prior"])
+    with pytest.raises(ValueError, match="k=4"):
+        ex.token_gain(table(a0, a8), table(b0, b8), k=4)
+    with pytest.raises(ValueError, match="k and k0"):
+        ex.token_gain(table(a0, a8), table(b0, b8), k=0)
+    with pytest.raises(TypeError, match="rec_a"):
+        ex.token_gain({"k": [0]}, table(b0, b8))
+
+
 def test_probe_accuracy_separable():
     rng = np.random.default_rng(0)
     y = np.repeat([0, 1, 2], 20)

@@ -206,3 +206,15 @@ def test_a_cell_timeout_is_one_line(tmp_path):
 def test_one_line():
     assert one_line("a\n\n  b  \nc") == "a; b; c"
     assert len(one_line("x" * 1000)) == 600
+
+
+def test_job_threads_respect_a_thread_count_the_caller_set():
+    from icml26.book.execute import job_threads
+    from icml26.book.sources import BookError
+
+    assert job_threads(2, 2, env={}) == 1 and job_threads(8, 2, env={}) == 4 and job_threads(1, 4, env={}) == 1
+    assert job_threads(2, 1, env={"ICML26_THREADS": "1"}) == 1  # "measured with one thread" means one
+    assert job_threads(2, 1, env={"ICML26_THREADS": " "}) == 2
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(BookError, match="ICML26_THREADS"):
+            job_threads(2, 1, env={"ICML26_THREADS": bad})

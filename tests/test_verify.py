@@ -187,3 +187,30 @@ def test_verdict_rules():
     assert vf.verdict({**stat, "status": "not yet run at gpu"}, stat)["verdict"] == "no book value"
     with pytest.raises(TypeError, match="claim"):
         vf.expected_spread("x")
+
+
+def test_claims_table_outside_the_build_shows_the_published_value_beside_the_readers(monkeypatch):
+    import icml26.book.verify as verify_mod
+    from icml26.core import Ledger
+
+    published = {"speed-up": {"name": "speed-up", "measured": 11.5, "unit": "x"}}
+    seen = []
+    monkeypatch.setattr(verify_mod, "published_values",
+                        lambda chapter, notebook, scale, against=None: seen.append((chapter, notebook, scale))
+                        or published)
+    monkeypatch.delenv("ICML26_LEDGER_DIR", raising=False)
+    ledger = Ledger("demo", "01-x", scale="book")
+    ledger.check("speed-up", 12.0, ">=", 2.0, unit="x", paper="faster")
+    ledger.check("not published", 1.0, ">=", 0.5)
+    text = ledger.to_text()
+    header = text.splitlines()[1]
+    assert "book's value" in header and header.index("this book") < header.index("book's value")
+    assert "11.500 x" in text and seen[0] == ("demo", "01-x", "book")
+    row = next(line for line in text.splitlines() if line.startswith("not published"))
+    assert " - " in row  # the book has no value for it
+    html = ledger.table()._repr_html_()
+    assert "<th>book&#x27;s value</th>" in html or "<th>book's value</th>" in html
+    assert 'class="claim-published">11.5 x<' in html
+    assert list(ledger.table().frame.columns) == ["claim", "paper", "this book", "book's value", "bar", "status"]
+    monkeypatch.setenv("ICML26_LEDGER_DIR", "/tmp/inside-the-build")  # the book's own run: its table only
+    assert "book's value" not in ledger.to_text() and "claim-published" not in ledger.table()._repr_html_()

@@ -229,3 +229,114 @@ def test_cuda_matches_cpu():
     db = m.detect(a["tokens"].cuda(), gm.cuda(), 0.25, 64)
     assert torch.allclose(da["z"], db["z"].cpu(), atol=1e-9)
     assert torch.allclose(da["p_value"], db["p_value"].cpu(), rtol=1e-9)
+
+
+# -- green-list size rule: the book rounds, KGW truncates (issue 37.8) ------------------------------
+
+def test_green_size_conventions():
+    assert m.green_size(256, 0.1) == 26 and m.green_size(256, 0.1, "kgw") == 25
+    assert m.green_size(256, 0.25) == m.green_size(256, 0.25, "kgw") == 64
+    assert torch.all(m.green_matrix(256, 0.1, 7, convention="kgw").sum(1) == 25)
+    assert m.effective_gamma(256, 0.1, "kgw") == pytest.approx(25 / 256)
+
+
+def test_detect_kgw_convention_matches_existing_behaviour_and_kgw_statistic():
+    toks = torch.randint(0, 256, (12, 80), generator=_gen(11))
+    # gamma N whole: the two conventions give identical lists and identical detection
+    gm = m.green_matrix(256, 0.25, 5)
+    assert torch.equal(gm, m.green_matrix(256, 0.25, 5, convention="kgw"))
+    a = m.detect(toks, gm, 0.25, 256)
+    b = m.detect(toks, gm, 0.25, 256, convention="kgw")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # gamma N fractional: KGW's lists have int(gamma N) tokens and its z uses the nominal gamma
+    gk = m.green_matrix(256, 0.1, 5, convention="kgw")
+    d = m.detect(toks, gk, 0.1, 256, dedup=False, method="normal", convention="kgw")
+    prev = torch.cat([torch.full_like(toks[:, :1], 256), toks[:, :-1]], 1)
+    S = gk[prev, toks].sum(1).double()
+    z = (S - 0.1 * 80) / math.sqrt(80 * 0.1 * 0.9)
+    assert torch.allclose(d["z"], z, atol=1e-12)
+    assert np.allclose(d["p_value"].numpy(), stats.norm.sf(z.numpy()), rtol=1e-12)
+    with pytest.raises(ValueError, match="convention"):   # a round-size matrix is not KGW's
+        m.detect(toks, m.green_matrix(256, 0.1, 5), 0.1, 256, convention="kgw")
+    with pytest.raises(ValueError, match="convention"):
+        m.detect(toks, gk, 0.1, 256)
+
+
+@pytest.mark.parametrize("bad", ["floor", "KGW", None, 1])
+def test_bad_convention_raises(bad):
+    toks = torch.tensor([[1, 2, 3]])
+    with pytest.raises(ValueError, match="convention"):
+        m.detect(toks, m.green_matrix(16, 0.25, 3), 0.25, 16, convention=bad)
+    with pytest.raises(ValueError, match="convention"):
+        m.green_matrix(16, 0.25, 3, convention=bad)
+
+
+# -- power averaged over the scored counts (Eq. 3.4c', issue 37.7) ----------------------------------
+
+def test_power_mixture_is_the_average_exact_power():
+    counts = np.array([40, 55, 55, 61, 90])
+    ours = m.power_mixture(0.4, 0.25, counts, 0.01)
+    ref = np.mean([float(m.power_exact(0.4, 0.25, n, 0.01)) for n in counts])
+    assert ours == pytest.approx(ref, abs=1e-12)
+    assert m.power_mixture(0.4, 0.25, [70] * 3, 0.01) == pytest.approx(float(m.power_exact(0.4, 0.25, 70, 0.01)))
+    for bad in ([], [0, 5], [2.5], [float("nan")]):
+        with pytest.raises(ValueError, match="counts"):
+            m.power_mixture(0.4, 0.25, bad, 0.01)
+
+
+def test_selection_with_the_mixture_power():
+    p = m.softmax_gaussian(128, 0.5, 500, _gen(6)).float()
+    counts = np.array([30, 50, 70, 90, 110])
+    cal = m.calibrate(p, float(counts.mean()), n_masks=8, counts=counts)
+    res = m.select_min_distortion(cal, (0.25, 0.5), 0.01, 0.9, power_model="mixture")
+    assert res["feasible"] and res["power_mixture"] == pytest.approx(0.9, abs=1e-6)
+    assert res["power_pred"] == res["power_mixture"]
+    pr = m.predict(cal, res["gamma"], res["delta"])
+    g = m.effective_gamma(128, res["gamma"])
+    assert pr["power_mixture"] == pytest.approx(m.power_mixture(pr["mu1"], g, counts, 0.01), abs=1e-12)
+    assert m.predict(cal, 0.25, 1.0, T=70.0)["power_mixture"] == m.predict(cal, 0.25, 1.0, T=70.0)["power_exact"]
+    with pytest.raises(ValueError, match="power_model"):
+        m.select_min_distortion(cal, (0.25,), 0.01, 0.9, power_model="binomial")
+
+
+# -- the notebook's comparison helpers ----------------------------------------------------------------
+
+def test_frontier_kl_interpolates_the_non_dominated_points():
+    kl = [0.1, 0.2, 0.4, 0.3]
+    power = [0.5, 0.9, 1.0, 0.8]         # (0.3, 0.8) is dominated by (0.2, 0.9)
+    assert ex.frontier_kl(kl, power, 0.9) == pytest.approx(0.2)
+    assert ex.frontier_kl(kl, power, 0.95) == pytest.approx(0.3)
+    assert ex.frontier_kl(kl, power, 0.4) == pytest.approx(0.1)
+    assert math.isnan(ex.frontier_kl(kl, power, 1.01))
+
+
+def test_steering_control_identity_and_seeded_selection():
+    import dataclasses
+    cfg = dataclasses.replace(m.preset("smoke"), vocab_size=32, n_states=4, n_null=40, n_cal=256, n_masks=4,
+                              n_seq_wm=20, n_keys=2, T=30, n_seq_seed=20, gammas=(0.25, 0.5))
+    t = m.HMMTeacher(cfg.n_states, cfg.vocab_size, 0.6, seed=1)
+    prof = ex.profile(t, cfg, _gen(2))
+    st = ex.steering_control(t, prof, 0.5, 2.0, cfg, _gen(3))
+    assert st["kl_key"] == pytest.approx(st["kl"], abs=1e-6)
+    assert 0 < st["P_random"] < 1 and 0 < st["P_key"] < 1
+    sd = ex.seeded_selection(t, cfg, range(2))
+    assert len(sd) == 4 and set(sd.rule) == {"algorithm A", "A, normal power"}
+    assert np.allclose(sd[sd.rule == "algorithm A"].power_mixture, 0.9, atol=1e-6)
+    eq = ex.seeded_selection(t, cfg, range(2), default=(0.25, 2.0))
+    assert len(eq) == 8 and set(eq.rule) >= {"A at the default's predicted power", "default"}
+    by = eq.pivot(index="seed", columns="rule", values="power_mixture")  # A's target is the default's prediction
+    assert np.allclose(by["A at the default's predicted power"], np.minimum(by["default"], 1 - 1e-9), atol=1e-6)
+
+
+def test_high_entropy_limit_uses_the_requested_power_model():
+    import dataclasses
+    cfg = dataclasses.replace(m.preset("smoke"), gammas=(0.1, 0.25, 0.5))
+    counts = np.array([40, 55, 60, 60, 72])
+    cal = m.high_entropy_calibration(256, float(counts.mean()), counts)
+    mix, nrm = ex.high_entropy_limit(cal, cfg), ex.high_entropy_limit(cal, cfg, power_model="normal")
+    assert list(mix.gamma) == list(cfg.gammas) and mix.kl_pred.notna().all()
+    for g, d in zip(mix.gamma, mix.delta):  # the exact power (3.4c') over the counts reaches the target
+        assert m.predict(cal, g, d, cfg.alpha)["power_mixture"] == pytest.approx(cfg.target_power, abs=1e-6)
+    assert not np.allclose(mix.delta, nrm.delta)
+    with pytest.raises(ValueError, match="power_model"):
+        ex.high_entropy_limit(cal, cfg, power_model="bogus")

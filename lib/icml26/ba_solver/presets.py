@@ -33,11 +33,12 @@ class NB1Preset:
     lr: float
     ema_decay: float
     ablation_steps: int            # SideNet steps of the lambda = 10 arm (= side_steps: equal training)
+    case_ref_steps: int = 512      # float64 RK4 steps of each comparison seed's reference
 
     def dry_run(self) -> NB1Preset:
-        """Loop counts cut (training steps, NFE grids, oracle substeps); sizes and batch kept."""
+        """Loop counts cut (training steps, NFE grids, oracle substeps, reference steps); sizes and batch kept."""
         return replace(self, side_steps=3, ablation_steps=3, nfes=(3, 5, 10), oracle_nfes=self.oracle_nfes[:4],
-                       oracle_substeps=4)
+                       oracle_substeps=4, case_ref_steps=64)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ PRESETS = {
         seed=0, seeds=(1, 2), shifts=(0.707, 1.0, 1.414),
         nb1=NB1Preset(n_eval=256, nfes=(3, 5, 10), oracle_points=48, oracle_nfes=(4, 8, 16), oracle_substeps=8,
                       probe_points=64, side_hidden=64, side_depth=2, side_steps=60, side_batch=128, chain_steps=4, lr=2e-3,
-                      ema_decay=0.99, ablation_steps=60),
+                      ema_decay=0.99, ablation_steps=60, case_ref_steps=128),
         nb2=LearnedPreset(backbone_hidden=64, backbone_depth=3, backbone_steps=150, backbone_batch=256,
                           backbone_lr=2e-3, side_hidden=32, side_depth=2, side_steps=40, side_batch=128,
                           chain_steps=4, lr=2e-3, ema_decay=0.99, n_eval=512, nfes=(3, 5, 10), ablation_steps=10,

@@ -69,6 +69,17 @@ class HeadTailBandit:
     def sample_rewards(self, actions: Tensor, gen: torch.Generator) -> Tensor:
         """Rewards ``[C, G]`` for actions ``[C, G]``: tail 1, head Bernoulli(head_reward), others 0."""
         coin = torch.rand(actions.shape, generator=gen, device=actions.device, dtype=torch.float64)
+        return self.rewards_from_coin(actions, coin)
+
+    def rewards_from_coin(self, actions: Tensor, coin: Tensor) -> Tensor:
+        """Rewards for ``actions`` given uniforms ``coin`` of the same shape (the head pays when
+        ``coin < head_reward``): :meth:`sample_rewards` without the draw, so that several replicas can
+        share one draw (common random numbers)."""
+        if not isinstance(actions, Tensor) or not isinstance(coin, Tensor):
+            raise TypeError(f"actions and coin must be tensors, got {type(actions).__name__} and "
+                            f"{type(coin).__name__}")
+        if actions.shape != coin.shape:
+            raise ValueError(f"coin must have the shape of actions {tuple(actions.shape)}, got {tuple(coin.shape)}")
         head_pays = (coin < self.head_reward).to(torch.float64)
         return torch.where(actions == 1, torch.ones_like(coin), torch.where(actions == 0, head_pays, 0.0 * coin))
 

@@ -111,7 +111,9 @@ def train_bandit(env: HeadTailBandit, bound_fn: BoundFn | Sequence[BoundFn], ite
     dev = env.device
     R, S, C, G = len(rules), len(seeds), env.n_contexts, group_size
     N = R * S  # replicas, rule-major: replica r * S + s runs rule r on seed s
-    gens = [torch.Generator(device=dev).manual_seed(s) for _ in rules for s in seeds]
+    # common random numbers: every rule draws the same uniforms for a seed, so one generator per seed
+    # serves all rules (the draws have fixed shapes, never depending on the actions)
+    gens = [torch.Generator(device=dev).manual_seed(s) for s in seeds]
     init = [env.init_logits()] if single else [env.init_logits(seed=s) for s in seeds]
     init = torch.stack(init)  # [S, C, K]
     if len(set(lrs)) == 1:  # one parameter tensor [N, C, K]
@@ -150,10 +152,13 @@ def train_bandit(env: HeadTailBandit, bound_fn: BoundFn | Sequence[BoundFn], ite
     for it in range(iters):
         with torch.no_grad():  # rollout with pi_old
             logp_all_old = torch.log_softmax(stacked(), -1)  # [N, C, K]
-            u = torch.stack([torch.rand(C, G, generator=g, device=dev, dtype=init.dtype) for g in gens])
+            draws = [(torch.rand(C, G, generator=g, device=dev, dtype=init.dtype),  # sampling, then reward coin
+                      torch.rand((C, G), generator=g, device=dev, dtype=torch.float64)) for g in gens]
+            u = torch.stack([d[0] for d in draws]).repeat(R, 1, 1)  # [N, C, G], rule-major like the replicas
+            coin = torch.stack([d[1] for d in draws]).repeat(R, 1, 1)
             cdf = logp_all_old.exp().cumsum(-1)  # [N, C, K]
             actions = torch.searchsorted(cdf, u).clamp(max=env.n_actions - 1)  # inverse CDF   [N, C, G]
-            rewards = torch.stack([env.sample_rewards(actions[n], g) for n, g in enumerate(gens)])
+            rewards = env.rewards_from_coin(actions, coin)
             adv = grpo_advantages(rewards.reshape(N * C, G)).reshape(N, C * G)  # per context
             logp_old = logp_all_old.gather(2, actions).reshape(N, C * G)  # [N, C*G]
             lo, hi = bounds(logp_old.exp())  # once per rollout batch

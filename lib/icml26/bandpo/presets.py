@@ -54,9 +54,9 @@ class BanditPreset:
         if len(self.deltas) != len(self.epsilons):
             raise ValueError(f"deltas and epsilons: equal tuning budgets need grids of one length, got "
                              f"{len(self.deltas)} and {len(self.epsilons)}")
-        if self.lr not in self.lrs or 0.05 not in self.deltas or not {0.05, 0.2} <= set(self.epsilons):
+        if self.lr not in self.lrs or 0.05 not in self.deltas or not {0.05, 0.1, 0.2} <= set(self.epsilons):
             raise ValueError("lrs, deltas, epsilons: the grids must hold the recipe points notebook 2 reads "
-                             f"(lr {self.lr}, delta 0.05, eps 0.05 and 0.2)")
+                             f"(lr {self.lr}, delta 0.05, eps 0.05, 0.1 and 0.2)")
         if self.val_seed < self.seed + self.n_seeds:
             raise ValueError(f"val_seed: validation seeds must follow the test seeds {self.seed}..."
                              f"{self.seed + self.n_seeds - 1}, got {self.val_seed}")
@@ -65,7 +65,7 @@ class BanditPreset:
         """Loop counts cut (seeds, iterations, grid lengths), sizes kept (contexts, actions, group,
         inner steps)."""
         return replace(self, n_seeds=2, iters=6, early_iters=3, control_iters=2, n_val_seeds=1,  # iters > 5: entropy @ 5
-                       lrs=(self.lr,), deltas=(0.01, 0.05), epsilons=(0.05, 0.2), no_clip_lrs=(self.lr,))
+                       lrs=(self.lr,), deltas=(0.01, 0.02, 0.05), epsilons=(0.05, 0.1, 0.2), no_clip_lrs=(self.lr,))
 
 
 @dataclass(frozen=True)
@@ -112,8 +112,8 @@ class ChapterPresets:
 PRESETS = {
     "smoke": ChapterPresets(
         OperatorPreset(n_parity=4, n_grid=199, n_timing_tokens=10_000, n_map=12),
-        BanditPreset(n_seeds=2, iters=10, control_iters=3, early_iters=5, lrs=(0.1, 0.2), deltas=(0.01, 0.05),
-                     epsilons=(0.05, 0.2), no_clip_lrs=(0.05, 0.1), n_val_seeds=1),
+        BanditPreset(n_seeds=2, iters=10, control_iters=3, early_iters=5, lrs=(0.1, 0.2), deltas=(0.01, 0.02, 0.05),
+                     epsilons=(0.05, 0.1, 0.2), no_clip_lrs=(0.05, 0.1), n_val_seeds=1),
         TokenPreset(n_seeds=1, iters=20, warm_steps=150, eval_every=5),
     ),
     "book": ChapterPresets(OperatorPreset(), BanditPreset(), TokenPreset()),

@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from ..core.scale import DRY_ENV, dry_run_enabled
-from .sources import Notebook, content_hash
+from .sources import BookError, Notebook, content_hash
 
 TOKEN_ENV = "ICML26_RUN_TOKEN"
 RUNNER_ENV = "ICML26_RUNNER"  # "<pid>-<start time>" of the runner that started a worker
@@ -490,6 +490,17 @@ def _execute_locked(root: Path, nb: Notebook, scale: str, label: str, key: str, 
             shutil.rmtree(work, ignore_errors=True)
 
 
+def job_threads(cores: int, jobs: int, env: dict | None = None) -> int:
+    """Torch threads of each notebook job: ``ICML26_THREADS`` when the caller set it (a positive
+    int: a timing measured "with one thread" then really has one), else ``cores // jobs``, at least 1."""
+    value = (os.environ if env is None else env).get("ICML26_THREADS", "").strip()
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise BookError(f"ICML26_THREADS must be a positive integer, got {value!r}")
+        return int(value)
+    return max(1, cores // max(1, jobs))
+
+
 def run(root: Path, notebooks: list[Notebook], scale: str, *, jobs: int = 1, force: bool = False,
         cell_timeout: int = 600, total_timeout: int = 1800, cores: int | None = None,
         echo=print) -> list[Result]:
@@ -498,8 +509,7 @@ def run(root: Path, notebooks: list[Notebook], scale: str, *, jobs: int = 1, for
     With ``ICML26_DRY=1`` and scale ``gpu`` the outputs go to ``_build/executed/gpu-dry`` (see
     :func:`run_label`).
     """
-    cores = cores or os.cpu_count() or 1
-    threads = max(1, cores // max(1, jobs))
+    threads = job_threads(cores or os.cpu_count() or 1, jobs)
     label = run_label(scale)
     killed, removed, dead = sweep_orphans(root)
     if killed or removed:

@@ -11,7 +11,14 @@
 - :mod:`.experiments`: the notebooks' runners. :mod:`.presets`: scales.
 """
 
-from .baselines import causallearn_to_scores, corr_scores, invcov_scores, notears_linear, pc_baseline
+from .baselines import (
+    causallearn_to_scores,
+    corr_scores,
+    interventional_orienter,
+    invcov_scores,
+    notears_linear,
+    pc_baseline,
+)
 from .data import (
     SCMData,
     collate,
@@ -50,7 +57,7 @@ __all__ = [
     "AVICIStyle", "AxialLayer", "CauScale", "CauScalePreset", "Data2Graph", "PRESETS", "PairLogits",
     "ReductionUnit", "SCMData", "TiedAxialAttention", "TrainHistory", "attention_map_floats", "auroc",
     "average_precision", "avici_loss", "break_cycles_greedy", "causallearn_to_scores", "causcale_loss",
-    "collate", "corr_scores", "evaluate", "gpu_check", "invcov_scores", "make_task", "moral_graph",
+    "collate", "corr_scores", "evaluate", "gpu_check", "interventional_orienter", "invcov_scores", "make_task", "moral_graph",
     "notears_linear", "orientation_accuracy", "pair_labels", "pair_probs_to_matrix", "pc_baseline",
     "population_precision", "precision_prior", "predicted_reduction_factor", "preset", "reduction_schedule",
     "regime_sizes", "sample_dag", "sample_linear_scm_batch", "shd", "simulate_scm", "standardize",

@@ -122,3 +122,28 @@ def causallearn_to_scores(g: np.ndarray) -> np.ndarray:
     s[undirected] = 0.5
     np.fill_diagonal(s, 0.0)
     return s
+
+
+def interventional_orienter(x_raw, interv_mask, tau: float = 0.1) -> np.ndarray:
+    """A training-free orienter that reads the intervention regimes (notebook 2's exercise):
+    ``s_ij = INVCOV_ij * sigmoid((|corr_do(i)(x_i, x_j)| - |corr_do(j)(x_i, x_j)|) / tau)``. Under
+    ``do(i)`` a child ``j`` still follows ``i``; under ``do(j)`` the dependence on a parent vanishes.
+    ``interv_mask`` is the ``[m, n]`` 0/1 mask of the intervened variable in each row (all zero for
+    observational rows); a regime with fewer than 3 rows contributes no correlation (0)."""
+    x = _x2d(x_raw, "x_raw")
+    mask = np.asarray(interv_mask)
+    if mask.shape != x.shape:
+        raise ValueError(f"interv_mask must have the shape of x_raw {x.shape}, got {mask.shape}")
+    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not np.isfinite(tau) or tau <= 0:
+        raise ValueError(f"tau must be a finite number > 0, got {tau!r}")
+    n = x.shape[1]
+    c = np.zeros((n, n))
+    for i in range(n):              # one correlation matrix per regime (n regimes, not a loop over samples)
+        rows = x[mask[:, i] > 0]
+        if rows.shape[0] >= 3:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                c[i] = np.abs(np.nan_to_num(np.corrcoef(rows, rowvar=False)[i]))
+    z = np.clip((c - c.T) / tau, -60.0, 60.0)
+    s = invcov_scores(x) / (1.0 + np.exp(-z))
+    np.fill_diagonal(s, 0.0)
+    return s

@@ -12,7 +12,7 @@ from threadpoolctl import threadpool_limits
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from icml26.core import Comparison, time_fn
+from icml26.core import Comparison, Grid, paired_init, t_interval, time_fn, tune
 
 from . import baselines as bl
 from .data import collate, make_task, sample_dag
@@ -266,10 +266,12 @@ def time_reduction(cfg: CauScalePreset, dev="cpu") -> pd.DataFrame:
 # notebook 2: data, baselines, training, evaluation
 # ----------------------------------------------------------------------------------------------
 def test_tasks(cfg: CauScalePreset, n: int, mechanism: str = "linear", graph_type: str = "er",
-               n_graphs: int | None = None, m: int | None = None) -> list[dict]:
-    """Held-out tasks; their seeds start at ``cfg.test_seed`` (training seeds are < 10 000)."""
+               n_graphs: int | None = None, m: int | None = None, validation: bool = False) -> list[dict]:
+    """Held-out tasks; their seeds start at ``cfg.test_seed`` (training seeds are < 10 000).
+    ``validation=True`` draws the same kind of tasks from a stream of their own (seed sequence
+    ``[test_seed + code, 1]``), disjoint from the test tasks: for tuning, never for scoring."""
     code = sum(ord(ch) for ch in f"{mechanism}/{graph_type}") * 1000 + n
-    rng = np.random.default_rng(cfg.test_seed + code)
+    rng = np.random.default_rng([cfg.test_seed + code, 1] if validation else cfg.test_seed + code)
     return [make_task(n, m or cfg.n_samples, mechanism=mechanism, graph_type=graph_type, rng=rng,
                       degrees=cfg.degrees) for _ in range(n_graphs or cfg.n_test)]
 
@@ -439,6 +441,64 @@ def evaluate_trained(cfg: CauScalePreset, trained: dict, cells: dict, dev="cpu")
     return pd.DataFrame(rows)
 
 
+def untrained_results(cfg: CauScalePreset, cells: dict, seeds, dev="cpu") -> pd.DataFrame:
+    """The no-treatment control: the full model at step 0, built with ``paired_init(seed, ...)``, i.e. the
+    very initial weights ``train_variant`` starts from for that seed, evaluated on every cell (rows like
+    :func:`evaluate_trained`'s, model ``"CauScale, step 0"``, step 0)."""
+    rows = []
+    for seed in seeds:
+        model = paired_init(int(seed), lambda: build_model(cfg, "full")).to(dev).eval()
+        for cell, tasks in cells.items():
+            df = evaluate_model(model, tasks, UNTRAINED, dev)
+            rows.append({"seed": seed, "model": UNTRAINED, "step": 0, "cell": cell, "mAP": df.ap.mean(),
+                         "auroc": df.auroc.mean(), "oa": df.oa.mean(), "shd": df.shd.mean(),
+                         "oa_official": df.oa_official.mean(), "shd_official": df.shd_official.mean()})
+    return pd.DataFrame(rows)
+
+
+ORIENTER = "orienter"
+UNTRAINED = "CauScale, step 0"
+ORIENTER_TAUS = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0)   # the orienter's temperature grid (log-spaced)
+
+
+def orienter_cells(cfg: CauScalePreset, cells: dict, taus=ORIENTER_TAUS) -> tuple[pd.DataFrame, dict]:
+    """The interventional orienter (:func:`baselines.interventional_orienter`) on every cell, its ``tau``
+    tuned per cell on a validation cell of the same kind (``cfg.n_val`` tasks with seeds of their own,
+    disjoint from the test tasks) by mean AP. Returns per-graph rows like :func:`baseline_cells`'s
+    (method ``"orienter"``) and ``{cell: Tuned}``."""
+    frames, tuned = [], {}
+    for cell, tasks in cells.items():
+        mech, n = cell.split(" n=")
+        val = test_tasks(cfg, int(n), mechanism=mech, n_graphs=cfg.n_val, validation=True)
+
+        def val_ap(c, val=val):
+            return float(np.mean([evaluate(bl.interventional_orienter(t["x_raw"], t["interv_mask"], c["tau"]),
+                                           t["adj"])["ap"] for t in val]))
+
+        tuned[cell] = tune(ORIENTER, val_ap, Grid(tau=list(taus)), goal="max", progress=False)
+        tau = tuned[cell].best["tau"]
+        rows = []
+        for k, t in enumerate(tasks):
+            t0 = time.process_time()
+            sc = bl.interventional_orienter(t["x_raw"], t["interv_mask"], tau)
+            sec = time.process_time() - t0
+            rows.append({"method": ORIENTER, "graph": k, **evaluate(sc / sc.max() if sc.max() > 0 else sc, t["adj"]),
+                         "cpu_s": sec})
+        frames.append(pd.DataFrame(rows).assign(cell=cell))
+    return pd.concat(frames, ignore_index=True), tuned
+
+
+def per_graph_diff(cfg: CauScalePreset, trained: dict, tasks: list[dict], base: pd.DataFrame, cell: str,
+                   other: str = "INVCOV", dev="cpu") -> tuple[float, float, float]:
+    """CauScale (final step, AP averaged over the training seeds per graph) minus ``other``'s AP on the
+    same graph, with a t interval over the test graphs: the spread due to the choice of test graphs,
+    which the interval over training seeds (test graphs fixed) does not contain. ``(mean, lo, hi)``."""
+    aps = [evaluate_model(m, tasks, dev=dev).ap.to_numpy() for (s, v, st), m in trained["models"].items()
+           if v == "full" and st == cfg.steps_full]
+    ref = base[(base.cell == cell) & (base.method == other)].sort_values("graph").ap.to_numpy()
+    return t_interval(np.mean(aps, axis=0) - ref)
+
+
 def baseline_cells(cfg: CauScalePreset, cells: dict) -> pd.DataFrame:
     """CORR and INVCOV on every cell; PC and NOTEARS (first ``notears_graphs`` graphs) on the first."""
     first = next(iter(cells))
@@ -471,10 +531,11 @@ def equivariance_gap(model, tasks: list[dict], seed: int = 0, dev="cpu") -> floa
 # ----------------------------------------------------------------------------------------------
 UNTUNED_TRAINING = "the specification's recipe (lr 1e-3, batch 8, fixed steps); one more run costs more than the notebook"
 UNTUNED_CLOSED_FORM = {
-    "INVCOV": "closed form: the model's own prior (zero training steps)",
+    "INVCOV": "closed form: the precision prior the model reads",
     "CORR": "closed form: nothing to tune",
-    "PC": "alpha = 0.05, the specification's and causal-learn's default (no method is tuned here)",
+    "PC": "alpha = 0.05, the specification's and causal-learn's default (not tuned)",
 }
+UNTRAINED_WHY = "the full model's initial weights (paired_init with the training seed), no training step"
 
 
 def _baseline_means(base: pd.DataFrame, cell: str, metric: str) -> pd.Series:
@@ -482,20 +543,35 @@ def _baseline_means(base: pd.DataFrame, cell: str, metric: str) -> pd.Series:
 
 
 def structure_comparison(cfg: CauScalePreset, res: pd.DataFrame, base: pd.DataFrame, cell: str,
-                         seeds, metric: str = "mAP") -> Comparison:
+                         seeds, metric: str = "mAP", orienter_tuned=None) -> Comparison:
     """CauScale (final step) against the cheap baselines on one test cell, paired over the training
     seeds: each seed fixes CauScale's initialisation and training data; the test graphs are the same
     for every seed and method, so a baseline's score repeats across seeds. INVCOV, the prior the model
-    starts from, is the control row."""
-    col = {"mAP": "ap", "oa": "oa"}[metric]
+    starts from, is a baseline; the untrained model (``"CauScale, step 0"`` in ``res``, same initial
+    weights per seed) is the control row when present, else INVCOV. The interventional orienter
+    (method ``"orienter"`` in ``base``) enters with its validation-tuned ``orienter_tuned``."""
+    if metric not in ("mAP", "oa"):
+        raise ValueError(f"metric must be 'mAP' or 'oa', got {metric!r}")
     fin = res[(res.model == "CauScale") & (res.step == cfg.steps_full) & (res.cell == cell)].set_index("seed")
     cmp = Comparison(f"test {metric}, {cell}", goal="max", seeds=list(seeds), budget="training steps (batch 8)")
     cmp.add("CauScale", [fin.loc[s, metric] for s in seeds], cost=cfg.steps_full, untuned=UNTUNED_TRAINING)
-    b = _baseline_means(base, cell, col)
-    for name in ("INVCOV", "CORR", "PC"):
-        if name in b:
-            cmp.add(name, [b[name]] * len(seeds), cost=0, control=name == "INVCOV", untuned=UNTUNED_CLOSED_FORM[name])
+    _add_cheap_rows(cmp, res, base, cell, seeds, metric, ("INVCOV", "CORR", "PC", ORIENTER), orienter_tuned)
     return cmp
+
+
+def _add_cheap_rows(cmp, res, base, cell, seeds, metric, names, orienter_tuned=None):
+    col = {"mAP": "ap", "oa": "oa"}[metric]
+    u = res[(res.model == UNTRAINED) & (res.cell == cell)].set_index("seed")
+    has_u = len(u) > 0 and all(s in u.index for s in seeds)
+    b = _baseline_means(base, cell, col)
+    for name in names:
+        if name == ORIENTER and name in b and orienter_tuned is not None:
+            cmp.add(name, [b[name]] * len(seeds), cost=0, tuned=orienter_tuned)
+        elif name in b and name != ORIENTER:
+            cmp.add(name, [b[name]] * len(seeds), cost=0, control=(name == "INVCOV" and not has_u),
+                    untuned=UNTUNED_CLOSED_FORM[name])
+    if has_u:
+        cmp.add(UNTRAINED, [u.loc[s, metric] for s in seeds], cost=0, control=True, untuned=UNTRAINED_WHY)
 
 
 def ablation_comparison(cfg: CauScalePreset, res: pd.DataFrame, base: pd.DataFrame, cell: str, seeds) -> Comparison:
@@ -509,8 +585,7 @@ def ablation_comparison(cfg: CauScalePreset, res: pd.DataFrame, base: pd.DataFra
         if name in abl and abl[name].reindex(list(seeds)).notna().all():
             why = UNTUNED_TRAINING if variant == "full" else "the full model's recipe with one change"
             cmp.add(name, abl[name].reindex(list(seeds)).to_numpy(), cost=cfg.steps_ablation, untuned=why)
-    inv = _baseline_means(base, cell, "ap")["INVCOV"]
-    cmp.add("INVCOV", [inv] * len(seeds), cost=0, control=True, untuned=UNTUNED_CLOSED_FORM["INVCOV"])
+    _add_cheap_rows(cmp, res, base, cell, seeds, "mAP", ("INVCOV",))
     return cmp
 
 

@@ -144,6 +144,14 @@ def grid_for(method: str, cfg) -> Grid:
     return Grid(lr=list(lrs), steps=list(cfg.step_grid))
 
 
+def quadratic_setting(cfg):
+    """Notebook 2's setting: ``cfg`` with the learning-rate grids ``cfg.lr_grids_quadratic`` (three rates per
+    method, the same number for every method; the quadratic-cost methods set the notebook's time)."""
+    from dataclasses import replace
+
+    return replace(cfg, lr_grids=cfg.lr_grids_quadratic)
+
+
 def config_kwargs(method: str, config: dict | None, ttt_config: dict | None = None) -> dict:
     """The :func:`run_method` keywords of a configuration ``{"lr", "steps"}`` (TTT + CT-KV: the CT-KV
     stage's, with TTT's chosen ``ttt_config``)."""
@@ -170,13 +178,23 @@ def _pooled(parts: dict) -> tuple[dict, dict]:
     return pooled, slices
 
 
+def _check_offset(val_offset) -> int:
+    if isinstance(val_offset, bool) or not isinstance(val_offset, int) or val_offset < 1:
+        raise ValueError(f"val_offset must be a positive int (0 is the test stream), got {val_offset!r}")
+    return val_offset
+
+
 def validation_scores(model, cfg, method: str, conditions, *, k: int | None = None, device="cpu",
-                      ttt_config: dict | None = None, n_val: int | None = None) -> pd.DataFrame:
+                      ttt_config: dict | None = None, n_val: int | None = None,
+                      val_offset: int = VAL_OFFSET) -> pd.DataFrame:
     """Validation query MSE of every configuration of :func:`grid_for` on ``n_val`` (default ``cfg.n_val``)
-    validation tasks per condition, drawn from their own seed stream (``offset=VAL_OFFSET``: never a test task). Tasks of
-    conditions with the same ``k`` run in one batch (tasks do not interact). Rows: lr, steps, condition, mse."""
+    validation tasks per condition, drawn from their own seed stream (``offset=val_offset``, by default
+    :data:`VAL_OFFSET`; never 0, the test tasks' stream; another offset is another draw of validation tasks
+    and dropout masks). Tasks of conditions with the same ``k`` run in one batch (tasks do not interact).
+    Rows: lr, steps, condition, mse."""
     n_val = cfg.n_val if n_val is None else n_val
-    parts = {c: tasks_for(c, cfg, 0, n_tasks=n_val, k=k, device=device, offset=VAL_OFFSET) for c in conditions}
+    val_offset = _check_offset(val_offset)
+    parts = {c: tasks_for(c, cfg, 0, n_tasks=n_val, k=k, device=device, offset=val_offset) for c in conditions}
     groups: dict[int, dict] = {}
     for c, p in parts.items():
         groups.setdefault(p["x_demo"].shape[1], {})[c] = p
@@ -188,7 +206,7 @@ def validation_scores(model, cfg, method: str, conditions, *, k: int | None = No
             adapted = test_time_training(model, t["x_demo"], t["y_demo"], steps=ttt_config["steps"],
                                          lr=ttt_config["lr"])
         for config in tqdm(grid_for(method, cfg).configs(), desc=f"validating {method}", leave=False):
-            g = torch.Generator().manual_seed(cfg.seed + VAL_OFFSET)
+            g = torch.Generator().manual_seed(cfg.seed + val_offset)
             r = run_method(method, model, t, cfg, g, adapted=adapted, **config_kwargs(method, config, ttt_config))
             for c, sl in slices.items():
                 rows.append(dict(config, condition=c, mse=float(r["mse"][sl].mean())))
@@ -208,13 +226,14 @@ def validation_reference(model, cfg, conditions, method: str = "icl", *, k: int 
 
 
 def tune_methods(model, cfg, methods, conditions, *, k: int | None = None, device="cpu",
-                 n_val: int | None = None) -> tuple[dict, pd.DataFrame]:
+                 n_val: int | None = None, val_offset: int = VAL_OFFSET) -> tuple[dict, pd.DataFrame]:
     """Choose each tuned method's configuration on validation tasks (:func:`validation_scores`): the one
     with the lowest geometric mean over ``conditions`` of the validation MSE (every family weighs the same,
     whatever the scale of its errors). One configuration per method serves every condition. TTT + CT-KV
     tunes its CT-KV stage on top of TTT's chosen configuration ("ttt" must be listed before it). A best
     step count at the top of ``cfg.step_grid`` is stated as the shared budget (:data:`STEPS_EDGE`); any
-    other edge is left for the notebook to extend or state. Returns ``{method: Tuned}`` and the scores."""
+    other edge is left for the notebook to extend or state. ``val_offset`` picks the draw of validation
+    tasks (:func:`validation_scores`). Returns ``{method: Tuned}`` and the scores."""
     tuned, frames = {}, []
     for m in methods:
         if m in UNTUNED:
@@ -224,7 +243,8 @@ def tune_methods(model, cfg, methods, conditions, *, k: int | None = None, devic
             if "ttt" not in tuned:
                 raise ValueError("methods: 'ttt + ct-kv' tunes its CT-KV stage on top of TTT: list 'ttt' before it")
             ttt_config = tuned["ttt"].best
-        df = validation_scores(model, cfg, m, conditions, k=k, device=device, ttt_config=ttt_config, n_val=n_val)
+        df = validation_scores(model, cfg, m, conditions, k=k, device=device, ttt_config=ttt_config, n_val=n_val,
+                               val_offset=val_offset)
         score = np.exp(df.assign(log=np.log(df.mse)).groupby(["lr", "steps"]).log.mean())
         tuned[m] = tune(m, lambda c, sc=score: float(sc.loc[(c["lr"], c["steps"])]), grid_for(m, cfg),
                         progress=False)
@@ -240,6 +260,23 @@ def cost_of(method: str, tuned: dict) -> int:
         return 0
     steps = int(tuned[method].best["steps"])
     return steps + int(tuned["ttt"].best["steps"]) if method == "ttt + ct-kv" else steps
+
+
+def redraw_control(model, cfg, conditions, seeds, *, methods=("prefix tuning", "ct-kv"), n_val: int | None = None,
+                   n_tasks: int | None = None, val_offset: int = VAL_OFFSET + 1, edge_reason: str = "",
+                   device="cpu") -> tuple[dict, dict]:
+    """The validation-draw control: re-tune ``methods`` (:func:`tune_methods`, same grids) on another draw of
+    validation tasks (``val_offset``) and score them, with ICL as the control row, on the same test tasks and
+    seeds as the main comparison (:func:`heldout_scores`). A chosen learning rate at an end of its grid is
+    stated with ``edge_reason`` (the notebook's text must say why it is kept), if one is given. Returns the
+    ``{method: Tuned}`` of this draw and its per-condition :func:`comparisons`."""
+    tuned, _ = tune_methods(model, cfg, list(methods), conditions, device=device, n_val=n_val,
+                            val_offset=val_offset)
+    for t in tuned.values():
+        if edge_reason and "lr" in t.edges:
+            t.state_edge("lr", edge_reason)
+    test = heldout_scores(model, cfg, ["icl", *methods], conditions, seeds, tuned, n_tasks=n_tasks, device=device)
+    return tuned, comparisons(test, tuned, conditions)
 
 
 def heldout_scores(model, cfg, methods, conditions, seeds, tuned: dict, *, n_tasks: int | None = None,

@@ -20,7 +20,22 @@ LR_GRIDS = (
     ("prefix tuning", (1e-2, 3e-2, 1e-1, 3e-1)),
     ("prompt tuning", (1e-2, 3e-2, 1e-1, 3e-1)),
     ("ttt", (3e-5, 1e-4, 3e-4, 1e-3)),
-    ("ttt + ct-kv", (1e-3, 3e-3, 1e-2, 3e-2)),
+    ("ttt + ct-kv", (3e-3, 1e-2, 3e-2, 1e-1)),  # the CT-KV stage: CT-KV's learning rates
+)
+
+#: notebook 2's grids: three learning rates per method (twelve configurations with the four step counts,
+#: the same number for every method), each centred on the method's best value on notebook 2's
+#: validation tasks (a wider sweep: the 4 x 4 grids above, then these grids shifted until no chosen
+#: rate sat at an end). Notebook 2's quadratic-cost methods (CT-Prompt, TTT) make a fourth rate cost
+#: more than the notebook's time budget.
+LR_GRIDS_QUADRATIC = (
+    ("ct-kv", (3e-3, 1e-2, 3e-2)),
+    ("ct-kv (no loo, no dropout)", (3e-3, 1e-2, 3e-2)),
+    ("ct-prompt", (1e-3, 3e-3, 1e-2)),
+    ("prefix tuning", (3e-2, 1e-1, 3e-1)),
+    ("prompt tuning", (3e-2, 1e-1, 3e-1)),
+    ("ttt", (1e-5, 3e-5, 1e-4)),
+    ("ttt + ct-kv", (1e-2, 3e-2, 1e-1)),  # the CT-KV stage on the TTT-adapted weights
 )
 
 
@@ -43,12 +58,13 @@ class CTPreset:
     lrs: tuple = (3e-3, 1e-2, 3e-2, 1e-1)  # learning rates of a method without an entry in lr_grids
     ttt_lrs: tuple = (3e-5, 1e-4, 3e-4, 1e-3)
     lr_grids: tuple = LR_GRIDS        # (method, learning rates) pairs
+    lr_grids_quadratic: tuple = LR_GRIDS_QUADRATIC  # notebook 2's (method, learning rates) pairs
     step_grid: tuple = (3, 10, 30, 100)  # its top is the shared budget of optimiser steps
     n_val: int = 8                    # validation tasks per condition, notebook 1 (their own seed stream)
     # -- notebook 2: the quadratic-cost methods (CT-Prompt, TTT) set the numbers of tasks --------
     n_tasks_quadratic: int = 3        # test tasks per condition and training seed
     seeds_quadratic: tuple = (0, 1, 2, 3, 4)
-    n_val_quadratic: int = 5          # validation tasks per condition
+    n_val_quadratic: int = 2          # validation tasks per condition (TTT's validation sets the notebook's time)
     # -- notebook 1: ICL curves and the k sweep ------------------------------------------------
     k_curve: tuple = (0, 1, 2, 4, 6, 8, 12, 16, 20, 24)
     k_sweep: tuple = (8, 12, 16, 24)
@@ -64,6 +80,7 @@ class CTPreset:
                        task_seeds=self.task_seeds[:2], seeds_quadratic=self.seeds_quadratic[:2],
                        lrs=self.lrs[:2], ttt_lrs=self.ttt_lrs[:2],
                        lr_grids=tuple((m, v[:2]) for m, v in self.lr_grids),
+                       lr_grids_quadratic=tuple((m, v[:2]) for m, v in self.lr_grids_quadratic),
                        step_grid=(1, 2),
                        k_curve=tuple(k for k in self.k_curve if k in (0, self.k)),
                        k_sweep=self.k_sweep[:2], timing_ks=self.timing_ks[:2], timing_steps=1, timing_repeats=1)

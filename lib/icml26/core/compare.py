@@ -55,8 +55,14 @@ def _check_goal(goal) -> str:
 
 def _fmt(value) -> str:
     if isinstance(value, float):
-        return f"{value:.3g}"
+        return f"{_snap(value):.3g}"
     return str(value)
+
+
+def _snap(x: float) -> float:
+    """``x`` with float round-off around zero (|x| < 1e-12, e.g. a mean of paired differences of -2e-18)
+    printed as 0, so that a printed protocol does not change with summation order."""
+    return 0.0 if abs(x) < 1e-12 else x
 
 
 # -- 1. grids and tuning ---------------------------------------------------------------------------
@@ -415,9 +421,11 @@ def protocol_lines(name: str, protocol: Mapping, *, hide_cost: bool = False) -> 
                 tuned += f"; {axis} at {side} edge" + (" (stated)" if axis in m["stated"] else " (NOT stated)")
         else:
             tuned = "untuned: " + (m["untuned"] or "no reason given")
+        if m.get("fewer_configs"):
+            tuned += f"; fewer configs: {m['fewer_configs']}"
         cost = "(varies)" if hide_cost and p.get("volatile_cost") else _fmt(m["cost"])
         role = " [control]" if m["control"] else ""
-        lines.append(f"  {m['name']}{role}: {m['mean']:.3g} [{m['lo']:.3g}, {m['hi']:.3g}]; {tuned}; cost {cost}")
+        lines.append(f"  {m['name']}{role}: {_snap(m['mean']):.3g} [{_snap(m['lo']):.3g}, {_snap(m['hi']):.3g}]; {tuned}; cost {cost}")
     if not any(m["control"] for m in p["methods"]):
         lines.append(f"  no control row: {p['no_control'] or 'no reason given'}")
     return lines

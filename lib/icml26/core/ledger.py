@@ -117,6 +117,16 @@ def _fmt(value: float | str, digits: int) -> str:
     return f"{value:.{digits}f}"
 
 
+def _published_text(claim: dict | None, digits: int, hide_volatile: bool) -> str:
+    """A published claim's value as the claims table prints it ("-" when the book has none)."""
+    if not claim or claim.get("measured") is None:
+        return "-"
+    if hide_volatile and claim.get("volatile"):
+        return "(varies)"
+    unit = claim.get("unit") or ""
+    return _fmt(claim["measured"], digits) + (f" {unit}" if unit else "")
+
+
 def default_ledger_dir() -> Path:
     """``ICML26_LEDGER_DIR`` if set, else ``_build/ledger`` at the book's root (found by ``_toc.yml``)."""
     env = os.environ.get("ICML26_LEDGER_DIR")
@@ -310,18 +320,37 @@ class Ledger:
         return claim
 
     # -- showing and saving --------------------------------------------------------------------
-    def rows(self, hide_volatile: bool = False) -> list[dict[str, str]]:
-        return [
-            {
-                "claim": c.name,
-                "paper": c.paper,
-                "this book": "(varies)" if (hide_volatile and c.volatile)
-                else (_fmt(c.measured, self.digits) + (f" {c.unit}" if c.unit else "")),
-                "bar": c.bar + (f" {c.unit}" if c.unit and c.bar not in ("-", "true") else ""),
-                "status": c.status,
-            }
-            for c in self.claims
-        ]
+    def published(self) -> dict[str, dict]:
+        """The book's published value of each claim (``{name: published claim}``), shown beside the
+        reader's when a notebook runs **outside** the book's own build (the runner sets
+        ``ICML26_LEDGER_DIR``; inside it the table is the book's, so this is empty). Read from the
+        package copy of the published ledger (:func:`icml26.book.verify.published_values`); empty
+        when nothing is published for this notebook and scale, or on a dry run."""
+        if os.environ.get("ICML26_LEDGER_DIR") or self.dry:
+            return {}
+        try:
+            from ..book.verify import published_values
+        except ImportError:  # pragma: no cover - the book's runner is optional for the package
+            return {}
+        try:
+            return published_values(self.chapter, self.notebook, self.scale)
+        except (OSError, ValueError):
+            return {}
+
+    def rows(self, hide_volatile: bool = False, published: dict[str, dict] | None = None) -> list[dict[str, str]]:
+        """One dict per claim (claim, paper, this book, bar, status); with ``published`` (see
+        :meth:`published`) a column "book's value" beside the reader's."""
+        rows = []
+        for c in self.claims:
+            row = {"claim": c.name, "paper": c.paper,
+                   "this book": "(varies)" if (hide_volatile and c.volatile)
+                   else (_fmt(c.measured, self.digits) + (f" {c.unit}" if c.unit else ""))}
+            if published:
+                row["book's value"] = _published_text(published.get(c.name), self.digits, hide_volatile)
+            row["bar"] = c.bar + (f" {c.unit}" if c.unit and c.bar not in ("-", "true") else "")
+            row["status"] = c.status
+            rows.append(row)
+        return rows
 
     def table(self):
         """The claims as the book's HTML table (no index, status badges; see
@@ -332,8 +361,8 @@ class Ledger:
 
     def to_text(self) -> str:
         """Fixed-width text table: stable across runs, so output-checked cells can print it."""
-        rows = self.rows(hide_volatile=True)
-        cols = ["claim", "paper", "this book", "bar", "status"]
+        rows = self.rows(hide_volatile=True, published=self.published())
+        cols = list(rows[0]) if rows else ["claim", "paper", "this book", "bar", "status"]
         widths = {c: max([len(c)] + [len(r[c]) for r in rows]) for c in cols}
         line = "  ".join(c.ljust(widths[c]) for c in cols)
         dry = " (dry run: loop counts cut, nothing asserted)" if self.dry else ""

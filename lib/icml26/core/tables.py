@@ -89,15 +89,19 @@ def status_badge(status: str) -> str:
 
 
 def claims_html(claims: Iterable, *, digits: int = 3, links: Mapping[str, str] | None = None,
-                notebook_titles: Mapping[str, str] | None = None, caption: str = "") -> str:
+                notebook_titles: Mapping[str, str] | None = None, caption: str = "",
+                published: Mapping[str, Mapping] | None = None) -> str:
     """An HTML table of claims (objects or dicts with name, paper, measured, bar, status and
     optionally unit, note, volatile, notebook); no row index. With ``links`` (notebook -> URL)
-    a first column links each row to its notebook."""
+    a first column links each row to its notebook. With ``published`` (claim name -> the book's
+    published claim, :meth:`icml26.core.ledger.Ledger.published`) a column "book's value" stands
+    beside the reader's."""
     def get(c, key, default=""):
         return c.get(key, default) if isinstance(c, Mapping) else getattr(c, key, default)
 
     with_nb = links is not None
-    head = (["notebook"] if with_nb else []) + ["claim", "paper", "this book", "bar", "status"]
+    head = (["notebook"] if with_nb else []) + ["claim", "paper", "this book"] + (
+        ["book's value"] if published else []) + ["bar", "status"]
     rows = []
     for c in claims:
         unit = get(c, "unit") or ""
@@ -118,8 +122,15 @@ def claims_html(claims: Iterable, *, digits: int = 3, links: Mapping[str, str] |
             url = links.get(nb)
             text = html.escape(title)
             cells.append(f'<a href="{html.escape(url)}">{text}</a>' if url else text)
-        cells += [name, html.escape(get(c, "paper") or MISSING), (measured if isinstance(get(c, "measured"), str) else f'<span class="claim-value">{measured}</span>'),
-                  f'<span class="claim-bar">{html.escape(_bar(get(c, "bar"), unit))}</span>',
+        cells += [name, html.escape(get(c, "paper") or MISSING),
+                  measured if isinstance(get(c, "measured"), str) else f'<span class="claim-value">{measured}</span>']
+        if published:
+            book = published.get(get(c, "name")) or {}
+            value = _cell_text(book.get("measured"), digits)
+            if book.get("unit") and value != MISSING:
+                value += f" {html.escape(book['unit'])}"
+            cells.append(f'<span class="claim-published">{value}</span>')
+        cells += [f'<span class="claim-bar">{html.escape(_bar(get(c, "bar"), unit))}</span>',
                   status_badge(get(c, "status"))]
         rows.append("<tr>" + "".join(f'<td data-label="{h}">{x}</td>' for h, x in zip(head, cells)) + "</tr>")
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
@@ -139,7 +150,8 @@ class ClaimsTable:
     def frame(self):
         import pandas as pd
 
-        return pd.DataFrame(self._ledger.rows(), columns=["claim", "paper", "this book", "bar", "status"])
+        rows = self._ledger.rows(published=self._ledger.published())
+        return pd.DataFrame(rows, columns=list(rows[0]) if rows else ["claim", "paper", "this book", "bar", "status"])
 
     def __getattr__(self, name):
         if name.startswith("_"):
@@ -150,7 +162,7 @@ class ClaimsTable:
         return len(self._ledger.claims)
 
     def _repr_html_(self) -> str:
-        return claims_html(self._ledger.claims, digits=self._ledger.digits)
+        return claims_html(self._ledger.claims, digits=self._ledger.digits, published=self._ledger.published())
 
     def __repr__(self) -> str:
         return self._ledger.to_text()

@@ -26,9 +26,16 @@ from .method import (
 )
 
 METHODS = ("grpo", "flowrl", "gfn_old", "paced_noreplay", "paced", "oracle", "dynamic_sampling", "history")
+#: the decomposition rows: GRPO's loss with PACED-RL's Z_phi selector, and with oracle selection
+DECOMPOSITION = ("grpo_zsel", "grpo_oracle")
+ALL_METHODS = METHODS + DECOMPOSITION
 LABELS = {"grpo": "GRPO", "flowrl": "FlowRL", "gfn_old": "GFlowNet-pi_old (uniform)",
           "paced_noreplay": "PACED w/o replay", "paced": "PACED-RL", "oracle": "oracle selection",
-          "dynamic_sampling": "dynamic sampling", "history": "history selection"}
+          "dynamic_sampling": "dynamic sampling", "history": "history selection",
+          "grpo_zsel": "GRPO + Z_phi selection", "grpo_oracle": "GRPO + oracle selection"}
+GRPO_LOSS = ("grpo", "grpo_zsel", "grpo_oracle")
+Z_SELECT = ("paced_noreplay", "paced", "grpo_zsel")
+ORACLE_SELECT = ("oracle", "grpo_oracle")
 TB_METHODS = ("flowrl", "gfn_old", "paced_noreplay", "paced", "oracle", "dynamic_sampling", "history")
 Z_METHODS = ("gfn_old", "paced_noreplay", "paced", "oracle", "dynamic_sampling", "history")  # prior = pi_old
 
@@ -137,9 +144,13 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
     batch (Algorithm 3.7). Returns per-evaluation arrays (``step``, ``fresh_rollouts``, exact test
     accuracy on learnable and all prompts, calibration of the accuracy estimate over training prompts),
     per-step arrays (``mixed_frac``, ``beta_kl``) and end-of-training diversity (pass@k, effective
-    number of correct answers)."""
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    number of correct answers, also per evaluation as ``eff_curve``).
+
+    ``grpo_zsel`` and ``grpo_oracle`` train the policy with GRPO's loss on the prompts that PACED-RL's
+    selector (Z_phi trained by the TB square on log Z alone) or the oracle picks: they separate the
+    curriculum from the loss."""
+    if method not in ALL_METHODS:
+        raise ValueError(f"method must be one of {ALL_METHODS}, got {method!r}")
     if not isinstance(task, HiddenRuleTask):
         raise TypeError(f"task must be a HiddenRuleTask, got {type(task).__name__}")
     if not isinstance(policy, ARPolicy):
@@ -167,11 +178,12 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
     replay = ErrorPrioritizedReplay(replay_capacity, replay_add, seed=seed) if method == "paced" else None
     hist = HistoryEstimator(task.n_train, device=dev)
     learn_test = task.test_idx[task.types[task.test_idx] == 1]
+    h1 = learn_test[task.tolerances[learn_test] >= 1]
     n_cal = task.n_train if n_calib is None else min(ck.count("n_calib", n_calib), task.n_train)
     cal_idx = task.train_idx[:n_cal]
     times = torch.zeros(task.n_train, dtype=torch.long, device=dev)
     ev = {k: [] for k in ("step", "fresh_rollouts", "test_learnable", "test_all", "train_acc", "pearson",
-                          "spearman", "calib_err", "hist_pearson")}
+                          "spearman", "calib_err", "hist_pearson", "eff_curve")}
     per = {k: [] for k in ("mixed_frac", "beta_kl", "n_fresh")}
     sel_p, sel_type = [], []
     fresh = 0
@@ -192,20 +204,22 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
         ev["spearman"].append(_spearman(est, p_cal))
         ev["calib_err"].append(float((est.clamp(0, 1) - p_cal).abs().mean()))
         ev["hist_pearson"].append(_pearson(hist(cal_idx), p_cal))
+        ev["eff_curve"].append(float(effective_correct_answers(policy, task, h1).mean()) if h1.numel()
+                               else float("nan"))
 
     it = tqdm(range(steps), leave=False, desc=method) if progress else range(steps)
     for step in it:
         if step % eval_every == 0:
             evaluate(step)
         # 1. choose the prompts (Sec. 3.5 and the baselines' selectors)
-        n_draw = 2 * B if method == "dynamic_sampling" else (M if method in ("paced_noreplay", "paced", "oracle",
-                                                                                   "history") else B)
+        n_draw = 2 * B if method == "dynamic_sampling" else (M if method in Z_SELECT + ORACLE_SELECT + ("history",)
+                                                             else B)
         pool = task.train_idx[torch.randperm(task.n_train, generator=gen, device=dev)[:n_draw]]
         with torch.no_grad():
             p_hat_pool = accuracy_from_log_z(logz(E[pool]), beta)           # clipped, before the update
-        if method in ("paced_noreplay", "paced"):
+        if method in Z_SELECT:
             batch = select_prompts(p_hat_pool, pool, B, tau, gen)
-        elif method == "oracle":
+        elif method in ORACLE_SELECT:
             batch = select_prompts(exact_acc(policy, task, pool), pool, B, tau, gen)
         elif method == "history":
             batch = select_prompts(hist(pool), pool, B, tau, gen)
@@ -239,9 +253,12 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
         sel_p.append(p_old_batch)
         sel_type.append(task.types[batch])
         # 3. the loss (one gradient step: pi_theta = pi_old at the gradient)
-        if method == "grpo":
+        if method in GRPO_LOSS:
             logp = policy.log_prob(E[idx], y)
             loss = grpo_loss(logp, logp.detach(), grpo_advantages(rg).reshape(-1), length=task.length)
+            if method == "grpo_zsel":                 # Z_phi learns by the TB square on log Z alone
+                lp0 = logp.detach()
+                loss = loss + tb_loss(logz(E[idx]), lp0, lp0, r, beta)
         else:
             s_idx, s_y, s_r = idx, y, r
             n_fresh_s = idx.numel()
@@ -265,7 +282,7 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
         torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
         torch.nn.utils.clip_grad_norm_(logz.parameters(), 1.0)
         opt.step()
-        if method != "grpo":
+        if method not in ("grpo", "grpo_oracle"):
             zopt.step()
         # 4. bias of the estimate: beta KL(pi_old || pi_theta) on this batch, exactly
         lp_new_all = exact_logp_all(policy, task, batch)
@@ -275,11 +292,10 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
             replay.push(idx, y, r, p_hat_batch.repeat_interleave(G), group_acc.repeat_interleave(G))
     evaluate(steps)
     p_test = exact_acc(policy, task, learn_test)
-    h1 = learn_test[task.tolerances[learn_test] >= 1]
     out = {k: np.asarray(v, dtype=float) for k, v in {**ev, **per}.items()}
     out["pass_at_k"] = exact_pass_at_k(p_test, ks).mean(0).cpu().numpy()
     out["ks"] = np.asarray(ks)
-    out["eff_correct"] = float(effective_correct_answers(policy, task, h1).mean()) if h1.numel() else float("nan")
+    out["eff_correct"] = float(out["eff_curve"][-1])
     out["sel_p"] = torch.cat(sel_p).cpu().numpy() if sel_p else np.zeros(0)
     out["sel_type"] = torch.cat(sel_type).cpu().numpy() if sel_type else np.zeros(0)
     out["times_selected"] = times.cpu().numpy()
@@ -294,8 +310,8 @@ def run_methods(cfg, task: HiddenRuleTask, methods, seeds, *, progress: bool = T
     (paired). Dynamic sampling draws 2B prompts per step, so it gets half the steps (equal fresh
     rollouts). Returns {method: [result per seed]}."""
     for mth in methods:
-        if mth not in METHODS:
-            raise ValueError(f"methods must hold names from {METHODS}, got {mth!r}")
+        if mth not in ALL_METHODS:
+            raise ValueError(f"methods must hold names from {ALL_METHODS}, got {mth!r}")
     kw = dict(steps=cfg.steps, batch_prompts=cfg.batch_prompts, group_size=cfg.group_size, beta=cfg.beta,
               tau=cfg.tau, pool_factor=cfg.pool_factor, lr=cfg.lr, z_lr=cfg.z_lr, replay_capacity=cfg.replay_capacity,
               replay_add=cfg.replay_add, replay_size=cfg.replay_size, eval_every=cfg.eval_every, n_calib=cfg.n_calib)
@@ -390,3 +406,126 @@ def paired_bootstrap(a, b, n_boot: int = 2000, seed: int = 0) -> tuple[float, fl
     if d.size == 0:
         raise ValueError("a and b must hold at least one paired value")
     return bootstrap_mean(d, n_boot, seed)
+
+
+# -- the policy gradient of (3.3) is REINFORCE with the baseline beta log Z_phi -----------------------
+
+def reinforce_identity(cfg, task: HiddenRuleTask, seed: int = 0, n_prompts: int | None = None) -> dict:
+    """PACED-RL's gradient with respect to theta at theta = theta_old against REINFORCE with baseline
+    beta log Z_phi(x), on one batch of ``n_prompts`` x G rollouts in float64.
+
+    With pi_old = pi_theta at the gradient (one gradient step per batch), the residual of (3.3) is
+    log Z_phi - r/beta, so grad_theta mean(res^2) = (2/beta) * (-mean((r - beta log Z_phi) grad log pi)).
+    Returns the cosine and norm ratio of the two gradients (1 and 2/beta exactly), the largest
+    relative deviation from the identity, and the relative difference (in norm) of one clipped Adam step
+    from each (Adam's step is scale-invariant, so the two updates coincide up to Adam's eps)."""
+    n_prompts = cfg.batch_prompts if n_prompts is None else ck.count("n_prompts", n_prompts)
+    if n_prompts > task.n_train:
+        raise ValueError(f"n_prompts={n_prompts} exceeds the {task.n_train} training prompts")
+    beta, G = cfg.beta, cfg.group_size
+    pol = warm_policy(cfg, task, seed).double()
+    gen = torch.Generator(device=task.device).manual_seed(seed)
+    torch.manual_seed(seed)
+    logz = LogPartition(task.emb_dim, 64).to(task.device).double()
+    batch = task.train_idx[torch.randperm(task.n_train, generator=gen, device=task.device)[:n_prompts]]
+    idx = batch.repeat_interleave(G)
+    E = task.embeddings[idx].double()
+    y = pol.sample(E, gen)
+    r = task.reward(idx, y).double()
+    with torch.no_grad():
+        lz = logz(E)
+
+    def grad(loss_fn):
+        pol.zero_grad(set_to_none=True)
+        logp = pol.log_prob(E, y)
+        loss_fn(logp).backward()
+        return torch.cat([p.grad.reshape(-1) for p in pol.parameters()])
+
+    g_tb = grad(lambda lp: tb_loss(lz, lp, lp.detach(), r, beta))                 # (3.3), pi_old = pi_theta
+    g_rf = grad(lambda lp: -((r - beta * lz) * lp).mean())                         # REINFORCE, baseline beta log Z
+    cos = float(g_tb @ g_rf / (g_tb.norm() * g_rf.norm()))
+    dev_rel = float((g_tb - (2 / beta) * g_rf).abs().max() / g_tb.abs().max())
+
+    def one_adam_step(g):
+        p = torch.zeros_like(g, requires_grad=True)
+        p.grad = g.clone()
+        torch.nn.utils.clip_grad_norm_([p], 1.0)
+        opt = torch.optim.Adam([p], lr=cfg.lr)
+        opt.step()
+        return p.detach()
+
+    d_tb, d_rf = one_adam_step(g_tb), one_adam_step(g_rf)
+    step_diff = float((d_tb - d_rf).norm() / d_tb.norm())
+    return {"n_samples": int(idx.numel()), "cosine": cos, "norm_ratio": float(g_tb.norm() / g_rf.norm()),
+            "two_over_beta": 2 / beta, "max_rel_deviation": dev_rel, "adam_step_diff": step_diff}
+
+
+# -- tuning on validation seeds and runs at a validated learning rate ----------------------------------
+
+def validation_auc(cfg, task: HiddenRuleTask, method: str, lr: float, cache: dict | None = None) -> float:
+    """Mean area under the learnable-accuracy curve over ``cfg.val_seeds`` (validation seeds, disjoint
+    from the test seeds ``cfg.seeds``) for ``method`` at learning rate ``lr``."""
+    if set(cfg.val_seeds) & set(cfg.seeds):
+        raise ValueError(f"cfg.val_seeds {cfg.val_seeds} must be disjoint from cfg.seeds")
+    res = runs_at(cfg, task, method, lr, cfg.val_seeds, cache)
+    return float(np.mean([auc(r) for r in res]))
+
+
+def runs_at(cfg, task: HiddenRuleTask, method: str, lr: float, seeds, cache: dict | None = None) -> list:
+    """Results of ``method`` at ``lr`` for every seed of ``seeds`` (paired warm starts), reusing and
+    filling ``cache`` ({(method, lr, seed): result}) so that a run is never repeated."""
+    cache = {} if cache is None else cache
+    todo = [s for s in seeds if (method, float(lr), s) not in cache]
+    if todo:
+        got = run_methods(cfg, task, [method], todo, progress=False, lr=lr)[method]
+        cache.update({(method, float(lr), s): r for s, r in zip(todo, got)})
+    return [cache[(method, float(lr), s)] for s in seeds]
+
+
+def cache_runs(runs: dict, lr: float, seeds) -> dict:
+    """A :func:`runs_at` cache holding ``runs`` ({method: [result per seed]}) at learning rate ``lr``."""
+    return {(k, float(lr), s): r for k, rs in runs.items() for s, r in zip(seeds, rs)}
+
+
+# -- diversity against progress ---------------------------------------------------------------------------
+
+def eff_at_accuracy(res: dict, target: float) -> float:
+    """Effective number of correct answers when the learnable test accuracy first reaches ``target``
+    along the run (linear interpolation between evaluations); NaN if the run never reaches it."""
+    acc, eff = np.asarray(res["test_learnable"]), np.asarray(res["eff_curve"])
+    above = np.nonzero(acc >= target)[0]
+    if above.size == 0:
+        return float("nan")
+    i = int(above[0])
+    if i == 0:
+        return float(eff[0])
+    w = (target - acc[i - 1]) / (acc[i] - acc[i - 1])
+    return float(eff[i - 1] + w * (eff[i] - eff[i - 1]))
+
+
+def matched_diversity(runs: dict, ref: str, others) -> pd.DataFrame:
+    """Per seed, the effective correct answers of ``ref`` at the end of training and of every method of
+    ``others`` when it first reaches ``ref``'s final accuracy on the same seed (paired)."""
+    rows = []
+    for s, rr in enumerate(runs[ref]):
+        target = float(rr["test_learnable"][-1])
+        row = {"seed": s, "accuracy": target, LABELS[ref]: float(rr["eff_correct"])}
+        for k in others:
+            row[LABELS[k]] = eff_at_accuracy(runs[k][s], target)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def progress_correlation(runs: dict, methods, along: bool = False) -> dict:
+    """Pearson correlation of learnable test accuracy and effective correct answers: across the seeds'
+    end points, or (``along=True``) pooled over every evaluation of every seed."""
+    out = {}
+    for k in methods:
+        if along:
+            a = np.concatenate([r["test_learnable"] for r in runs[k]])
+            e = np.concatenate([r["eff_curve"] for r in runs[k]])
+        else:
+            a = np.array([r["test_learnable"][-1] for r in runs[k]])
+            e = np.array([r["eff_correct"] for r in runs[k]])
+        out[k] = float(np.corrcoef(a, e)[0, 1]) if len(a) > 2 and a.std() > 0 and e.std() > 0 else float("nan")
+    return out

@@ -144,3 +144,20 @@ def pass_at_k(runs: dict):
     ax.set_ylabel("pass@k, learnable test prompts")
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
     return fig
+
+
+def diversity_vs_accuracy(runs: dict):
+    """Effective number of correct answers against learnable test accuracy: the seed-mean path over
+    the evaluations (line) and every seed's end point (markers)."""
+    labels = [LABELS[k] for k in runs]
+    cols = method_colors(labels)
+    fig, ax = plt.subplots(figsize=(5.4, 3.4))
+    for k, lab in zip(runs, labels):
+        acc = np.asarray([r["test_learnable"] for r in runs[k]])
+        eff = np.asarray([r["eff_curve"] for r in runs[k]])
+        ax.plot(acc.mean(0), eff.mean(0), color=cols[lab], label=lab)
+        ax.plot(acc[:, -1], eff[:, -1], "o", ms=4, alpha=0.7, color=cols[lab])
+    ax.set_xlabel("exact accuracy, learnable test prompts")
+    ax.set_ylabel("effective correct answers")
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    return fig

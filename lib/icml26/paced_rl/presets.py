@@ -35,8 +35,9 @@ class PacedPreset:
     eval_every: int = 10
     n_calib: int = 512            # training prompts used for calibration
     seeds: tuple = tuple(range(10))          # every method
-    extra_seeds: tuple = tuple(range(5))     # controls: learning rates, replay into Z, pool size
-    lr_grid: tuple = (1e-3, 3e-3, 1e-2)      # learning-rate control for GRPO, uniform TB and PACED
+    extra_seeds: tuple = tuple(range(5))     # controls: replay into Z, pool size
+    val_seeds: tuple = (100, 101, 102)       # validation seeds of the learning-rate tuning (disjoint from seeds)
+    lr_grid: tuple = (1e-3, 3e-3, 1e-2, 3e-2)  # every compared method is tuned over this grid
     big_pool_factor: int = 16                # pool-size control: the whole training set (16 B = 512)
     from_step: int = 30                      # claims 8 and 10 count from this step on
     # -- notebook 1 -------------------------------------------------------------------------------
@@ -51,14 +52,15 @@ class PacedPreset:
         """Loop counts cut (steps, warm-start steps, seeds, identity sizes), sizes kept."""
         return replace(self, steps=min(self.steps, 4), eval_every=min(self.eval_every, 4),
                        from_step=min(self.from_step, 2),
-                       warm_steps=min(self.warm_steps, 5), seeds=self.seeds[:1], extra_seeds=self.extra_seeds[:1], lr_grid=self.lr_grid[:1],
+                       warm_steps=min(self.warm_steps, 5), seeds=self.seeds[:1], extra_seeds=self.extra_seeds[:1],
+                       val_seeds=self.val_seeds[:1], lr_grid=self.lr_grid[:2],
                        id_sizes=self.id_sizes[:3], id_gd_steps=min(self.id_gd_steps, 10),
                        nb1_steps=min(self.nb1_steps, 3))
 
 
 PRESETS = {
     "smoke": PacedPreset(steps=12, eval_every=4, warm_steps=60, seeds=(0,), extra_seeds=(0,), id_prompts=16,
-                         nb1_steps=20, lr_grid=(3e-3,), from_step=4),
+                         nb1_steps=20, lr_grid=(3e-3, 1e-2), val_seeds=(100,), from_step=4),
     "book": PacedPreset(),
     "gpu": PacedPreset(n_train=8192, n_test=512, vocab=6, length=6, batch_prompts=64, n_calib=512,
                        seeds=tuple(range(20)), extra_seeds=tuple(range(5)), big_pool_factor=32, id_outputs=46656, id_prompts=64),

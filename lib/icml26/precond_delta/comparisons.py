@@ -49,9 +49,24 @@ WRITE_RULES = ("none", "deltanet", "pdn", "shape", "step", "jacobi-bc")
 
 
 def _check_rule(rule) -> str:
-    if rule not in WRITE_RULES:
+    if not isinstance(rule, str) or rule not in WRITE_RULES:
         raise ValueError(f"rule must be one of {WRITE_RULES}, got {rule!r}")
     return rule
+
+
+def _check_real(name: str, value, lo: float, hi: float = math.inf, hi_open: bool = False) -> float:
+    """``value`` as a float in ``[lo, hi]`` (``[lo, hi)`` with ``hi_open``), else a ``ValueError`` naming it."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < lo or value > hi or (hi_open and value == hi):
+        raise ValueError(f"{name} must be a finite number in [{lo}, {hi}{')' if hi_open else ']'}, got {value!r}")
+    return float(value)
+
+
+def _check_keys(k) -> None:
+    if not isinstance(k, Tensor) or k.dim() != 4 or not k.is_floating_point():
+        raise ValueError(f"k must be a floating [B,T,H,K] tensor, got {getattr(k, 'shape', type(k).__name__)}")
+    if k.numel() == 0 or not bool(torch.isfinite(k).all()):
+        raise ValueError(f"k must be non-empty and finite, got shape {tuple(k.shape)}")
 
 
 def write_multiplier(k: Tensor, rule: str, x: float = 1.5, gamma: float = 0.99, center: float | None = None) -> Tensor:
@@ -60,8 +75,9 @@ def write_multiplier(k: Tensor, rule: str, x: float = 1.5, gamma: float = 0.99, 
     ``m`` is the fixed-gate preconditioner of :func:`~.experiments.ema_preconditioner` (eq. pd-diag: average
     ``a ← γ a + (1−γ) k²`` from ``a_0 = 0``, squash bound ``x``, centre ``log(1/K)`` unless given)."""
     _check_rule(rule)
-    if not isinstance(k, Tensor) or k.dim() != 4:
-        raise ValueError(f"k must be a [B,T,H,K] tensor, got {getattr(k, 'shape', type(k).__name__)}")
+    _check_keys(k)
+    x = _check_real("x", x, 1e-6)
+    gamma = _check_real("gamma", gamma, 1e-9, 1.0, hi_open=True)
     if rule in ("none", "deltanet"):
         return torch.zeros_like(k) if rule == "none" else torch.ones_like(k)
     center = math.log(1.0 / k.shape[-1]) if center is None else center
@@ -98,7 +114,10 @@ def write_flops(rule: str, d_k: int, d_v: int) -> int:
 
 
 def _seed_list(name: str, seeds) -> list[int]:
-    seeds = list(seeds) if not isinstance(seeds, (str, bytes)) else None
+    try:
+        seeds = list(seeds) if not isinstance(seeds, (str, bytes)) else None
+    except TypeError:
+        raise ValueError(f"{name} must be a non-empty list of ints >= 0, got {seeds!r}") from None
     if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
         raise ValueError(f"{name} must be a non-empty list of ints >= 0, got {seeds!r}")
     if len(set(seeds)) != len(seeds):
@@ -122,6 +141,8 @@ def regression_data(seeds, T: int, d_k: int = 16, d_v: int = 8, kappa: float = 3
     ``stream``), stacked: ``(k [S,T,1,K], v [S,T,1,V], W [S,1,K,V])``."""
     seeds = _seed_list("seeds", seeds)
     _check_stream(stream)
+    _check_real("kappa", kappa, 1.0)
+    _check_real("noise", noise, 0.0)
     parts = [regression_stream(T, d_k, d_v, kappa, rotate, noise, 1, _generator(s, stream)) for s in seeds]
     return tuple(torch.cat(p) for p in zip(*parts))
 
@@ -131,8 +152,7 @@ def step_schedule(k: Tensor, x: float = 1.5, gamma: float = 0.99) -> Tensor:
     over the streams (and heads) of ``k`` ``[S,T,H,K]``. Pass the **validation** keys: the schedule is then
     fixed before any test stream is seen, and scheduled DeltaNet (``β_t = β · s̄_t``) uses no data at
     run time."""
-    if not isinstance(k, Tensor) or k.dim() != 4:
-        raise ValueError(f"k must be a [S,T,H,K] tensor, got {getattr(k, 'shape', type(k).__name__)}")
+    _check_keys(k)
     return write_multiplier(k, "step", x, gamma)[..., 0].mean((0, 2))
 
 
@@ -149,7 +169,10 @@ def _scaled_multiplier(k: Tensor, rule: str, x: float, gamma: float, schedule) -
 
 
 def _betas(betas) -> Tensor:
-    b = torch.as_tensor(list(betas), dtype=torch.float64).reshape(-1)
+    try:
+        b = torch.as_tensor(list(betas), dtype=torch.float64).reshape(-1)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"betas must be a non-empty list of step sizes in (0, 2], got {betas!r}") from None
     if b.numel() == 0 or not bool(torch.isfinite(b).all()) or bool((b <= 0).any()) or bool((b > 2).any()):
         raise ValueError(f"betas must be a non-empty list of step sizes in (0, 2], got {betas!r}")
     return b
@@ -193,6 +216,7 @@ def recall_data(seeds, n: int, d_k: int = 32, d_v: int = 32, kappa: float = 20.0
     seeds = _seed_list("seeds", seeds)
     _check_stream(stream)
     _check_pos_int("d_v", d_v)
+    _check_real("kappa", kappa, 1.0)
     ks, vs = [], []
     for s in seeds:
         gen = _generator(s, stream)

@@ -17,6 +17,7 @@ from .framework import (
     calibrate,
     pareto_mask,
     power_exact,
+    power_mixture,
     power_normal,
     predict,
     required_length,
@@ -24,6 +25,7 @@ from .framework import (
     select_min_distortion,
 )
 from .method import (
+    CONVENTIONS,
     DIRECT_DELTA_MAX,
     EXACT_N_MAX,
     MAX_MASK_BYTES,
@@ -55,12 +57,12 @@ from .presets import PRESETS, WatermarkPreset, preset
 from .teachers import FAMILIES, HMMTeacher, draw_probs, sample_iid
 
 __all__ = [
-    "DIRECT_DELTA_MAX", "EXACT_N_MAX", "MAX_MASK_BYTES",
+    "CONVENTIONS", "DIRECT_DELTA_MAX", "EXACT_N_MAX", "MAX_MASK_BYTES",
     "DEFAULTS", "FAMILIES", "PRESETS", "Calibration", "HMMTeacher", "WatermarkPreset", "binomial_sf",
     "binomial_threshold", "calibrate", "detect", "draw_probs", "effective_gamma", "entropy",
     "first_occurrence_mask", "gpu_check", "green_indicators", "green_matrix", "green_size",
     "high_entropy_calibration", "kgw_lower_bound", "kl_closed_form", "kl_max", "kl_uniform_exact",
-    "mu1_uniform_exact", "mu_max", "pareto_mask", "phi", "power_exact", "power_normal", "predict", "preset",
+    "mu1_uniform_exact", "mu_max", "pareto_mask", "phi", "power_exact", "power_mixture", "power_normal", "predict", "preset",
     "random_green_masks", "required_length", "sample_iid", "select_max_power", "select_min_distortion",
     "select_uncalibrated", "softmax_gaussian", "spike_entropy", "uniform_support", "watermark_logits",
     "z_score", "zipf",

@@ -7,6 +7,8 @@ formulas here are the book's derivation of such relations on top of Kirchenbauer
 - (3.4a) calibrated green rate ``mu1_hat = mean_{j,r} phi_delta(p_j . g_r)`` and distortion ``D_hat``;
 - (3.4b) normal power ``Phi((sqrt(T)(mu1 - gamma) - z_{1-a} sqrt(gamma(1-gamma))) / sqrt(mu1(1-mu1)))``;
 - (3.4c) exact power ``Pr[Bin(T, mu1) >= c_alpha]``;
+- (3.4c') the exact power averaged over the distribution of scored counts ``n`` of the calibration
+  sequences, ``E_n Pr[Bin(n, mu1) >= c_alpha(n)]`` (de-duplication makes ``n`` vary from text to text);
 - (3.4d) required length ``T* = ((z_{1-a} sqrt(gamma(1-gamma)) + z_{1-b} sqrt(mu1(1-mu1))) / (mu1 - gamma))^2``;
 - Algorithm A (least distortion at a target power), Algorithm B (most power under a budget),
   Algorithm C's non-domination test (:func:`pareto_mask`).
@@ -22,6 +24,7 @@ import torch
 from scipy import stats
 
 from .method import (
+    DIRECT_DELTA_MAX,
     EXACT_N_MAX,
     _finite_number,
     _positive_int,
@@ -105,20 +108,55 @@ def required_length(mu1, gamma, alpha, power) -> np.ndarray:
     return np.where(mu1 > gamma, out, np.inf)
 
 
+def power_mixture(mu1, gamma, counts, alpha) -> float:
+    """Eq. (3.4c'): the exact power (3.4c) averaged over scored counts ``counts`` (one per calibration
+    sequence), ``mean_i Pr[Bin(n_i, mu1) >= c_alpha(n_i)]``. The power is not linear in ``n``, so the
+    average over a spread of counts differs from the power at the mean count ``T_eff``."""
+    gamma, alpha = check_gamma(gamma), check_alpha(alpha)
+    mu1 = _check_mu(mu1)
+    if mu1.size != 1:
+        raise ValueError(f"mu1 must be one number, got shape {mu1.shape}")
+    mu1 = float(mu1.reshape(-1)[0])
+    n, w = np.unique(_check_counts(counts), return_counts=True)
+    return _mixture(mu1, n, w, binomial_threshold(n, gamma, alpha))
+
+
+def _mixture(mu1: float, n: np.ndarray, w: np.ndarray, c: np.ndarray) -> float:
+    return float((stats.binom.sf(c - 1, n, mu1) * w).sum() / w.sum())
+
+
+def _check_counts(counts) -> np.ndarray:
+    c = _as_array(counts, "counts").reshape(-1)
+    if c.size == 0 or not np.all(np.isfinite(c)) or np.any(c < 1) or np.any(c != np.floor(c)):
+        raise ValueError("counts must be a non-empty array of whole numbers >= 1 (scored tokens per sequence)")
+    return c
+
+
 @dataclass
 class Calibration:
-    """An entropy profile: next-token distributions ``probs [n, N]`` from unwatermarked text, and
-    ``T_eff``, the mean number of scored (de-duplicated) tokens per sequence (Sec. 3.4)."""
+    """An entropy profile: next-token distributions ``probs [n, N]`` from unwatermarked text,
+    ``T_eff``, the mean number of scored (de-duplicated) tokens per sequence, and optionally
+    ``counts``, the scored count of every calibration sequence (for the power (3.4c')) (Sec. 3.4)."""
 
     probs: torch.Tensor
     T_eff: float
     n_masks: int = 32
     seed: int = 0
+    counts: np.ndarray | None = None
     _mass: dict = field(default_factory=dict, repr=False)
 
     @property
     def n_vocab(self) -> int:
         return int(self.probs.shape[1])
+
+    def count_thresholds(self, gamma_eff: float, alpha: float) -> tuple:
+        """Distinct scored counts, their frequencies and the exact critical counts ``c_alpha(n)``
+        (cached per ``(gamma_eff, alpha)``: Algorithm A's bisection asks for them at every step)."""
+        key = ("thresholds", gamma_eff, alpha)
+        if key not in self._mass:
+            n, w = np.unique(self.counts, return_counts=True)
+            self._mass[key] = (n, w, binomial_threshold(n, gamma_eff, alpha))
+        return self._mass[key]
 
     def green_mass(self, gamma: float) -> torch.Tensor:
         """``P_{j,r} = p_j . g_r`` for ``R`` key-independent random masks (one matmul, cached per gamma)."""
@@ -131,15 +169,17 @@ class Calibration:
         return self._mass[k]
 
 
-def calibrate(probs: torch.Tensor, T_eff, n_masks: int = 32, seed: int = 0) -> Calibration:
-    """Build a :class:`Calibration` from unwatermarked next-token distributions (Sec. 3.4)."""
+def calibrate(probs: torch.Tensor, T_eff, n_masks: int = 32, seed: int = 0, counts=None) -> Calibration:
+    """Build a :class:`Calibration` from unwatermarked next-token distributions (Sec. 3.4).
+    ``counts``: scored (de-duplicated) tokens of each calibration sequence, for the power (3.4c')."""
     check_probs(probs, "probs")
     if probs.dim() != 2:
         raise ValueError(f"probs must be 2-D [n, N], got shape {tuple(probs.shape)}")
     T_eff = float(_check_T(T_eff, "T_eff"))
     n_masks = _positive_int("n_masks", n_masks)
     seed = _positive_int("seed", seed, 0)
-    return Calibration(probs.float(), T_eff, n_masks, seed)
+    counts = None if counts is None else _check_counts(counts)
+    return Calibration(probs.float(), T_eff, n_masks, seed, counts)
 
 
 def _cal(cal) -> Calibration:
@@ -150,7 +190,9 @@ def _cal(cal) -> Calibration:
 
 def predict(cal: Calibration, gamma, delta, alpha=0.01, T=None, target_power: float = 0.9) -> dict:
     """Calibrated predictions at ``(gamma, delta)``: ``mu1``, ``kl_forward``, ``kl_reverse``,
-    ``power`` (normal, Eq. 3.4b), ``power_exact`` (Eq. 3.4c), ``T_star`` (Eq. 3.4d at ``target_power``).
+    ``power`` (normal, Eq. 3.4b), ``power_exact`` (Eq. 3.4c at ``T``), ``power_mixture`` (Eq. 3.4c'
+    over the calibration's scored counts; the exact power at ``T`` when ``T`` is given or the
+    calibration has no counts), ``T_star`` (Eq. 3.4d at ``target_power``).
 
     ``gamma`` is the requested fraction; every formula uses ``gamma_eff`` (returned too).
     """
@@ -158,16 +200,19 @@ def predict(cal: Calibration, gamma, delta, alpha=0.01, T=None, target_power: fl
     gamma = check_gamma(gamma, cal.n_vocab)
     delta = check_delta(delta)
     alpha = check_alpha(alpha)
+    counts = cal.counts if T is None else None
     T = cal.T_eff if T is None else float(_check_T(T))
     g = green_size(cal.n_vocab, gamma) / cal.n_vocab
     P = cal.green_mass(gamma)
     mu1 = float(phi(P, delta).mean())
+    p_exact = float(power_exact(mu1, g, T, alpha))
     return {
         "gamma": gamma, "gamma_eff": g, "delta": delta, "T": T, "mu1": mu1,
         "kl_forward": float(kl_closed_form(P, delta, "forward").mean()),
         "kl_reverse": float(kl_closed_form(P, delta, "reverse").mean()),
         "power": float(power_normal(mu1, g, T, alpha)),
-        "power_exact": float(power_exact(mu1, g, T, alpha)),
+        "power_exact": p_exact,
+        "power_mixture": p_exact if counts is None else _mixture(mu1, *cal.count_thresholds(g, alpha)),
         "T_star": float(required_length(mu1, g, alpha, target_power)),
     }
 
@@ -187,8 +232,29 @@ def _check_select(cal, gammas, alpha, metric, delta_max):
     return cal, gammas, alpha, delta_max
 
 
+POWER_MODELS = {"normal": "power", "exact": "power_exact", "mixture": "power_mixture"}
+
+
 def _power_of(pred: dict, model: str) -> float:
-    return pred["power"] if model == "normal" else pred["power_exact"]
+    return pred[POWER_MODELS[model]]
+
+
+def _power_only(cal: Calibration, gamma: float, delta: float, alpha: float, T, model: str) -> float:
+    """The predicted power of :func:`predict` under ``model`` without the distortion terms (the bisection
+    of Algorithm A asks for it some 40 times per gamma; the green mass is validated once, when cached)."""
+    P = cal.green_mass(gamma)
+    g = green_size(cal.n_vocab, gamma) / cal.n_vocab
+    if delta <= DIRECT_DELTA_MAX:
+        e = math.expm1(delta)
+        mu1 = float(((e + 1.0) * P / (1.0 + e * P)).mean().clamp(0.0, 1.0))
+    else:
+        mu1 = float(phi(P, delta).mean())
+    T_ = cal.T_eff if T is None else float(T)
+    if model == "normal":
+        return float(power_normal(mu1, g, T_, alpha))
+    if model == "mixture" and T is None and cal.counts is not None:
+        return _mixture(mu1, *cal.count_thresholds(g, alpha))
+    return float(power_exact(mu1, g, T_, alpha))
 
 
 def _bisect(f, lo: float, hi: float, iters: int = 40) -> float:
@@ -203,6 +269,8 @@ def select_min_distortion(cal: Calibration, gammas=(0.1, 0.25, 0.5, 0.75), alpha
                           T=None, metric: str = "kl_forward", delta_max=8.0, power_model: str = "normal") -> dict:
     """Algorithm A: for each gamma the least ``delta`` whose predicted power reaches ``target_power``
     (bisection; power increases in delta), then the gamma of least predicted distortion.
+    ``power_model``: ``"normal"`` (3.4b at ``T_eff``), ``"exact"`` (3.4c at ``T_eff``) or ``"mixture"``
+    (3.4c', the exact power averaged over the calibration's scored counts).
 
     Returns ``gamma``, ``delta``, the chosen point's predictions, ``per_gamma`` (one row per gamma,
     ``feasible`` False where even ``delta_max`` falls short), ``feasible`` and ``message``.
@@ -211,19 +279,20 @@ def select_min_distortion(cal: Calibration, gammas=(0.1, 0.25, 0.5, 0.75), alpha
     target_power = _finite_number("target_power", target_power)
     if not alpha < target_power < 1:
         raise ValueError(f"target_power must lie in (alpha={alpha}, 1), got {target_power}")
-    if power_model not in ("normal", "exact"):
-        raise ValueError(f"power_model must be 'normal' or 'exact', got {power_model!r}")
+    if power_model not in POWER_MODELS:
+        raise ValueError(f"power_model must be one of {tuple(POWER_MODELS)}, got {power_model!r}")
     if T is not None:
         _check_T(T)
     rows = []
     for g in gammas:
         def ok(d, g=g):
-            return _power_of(predict(cal, g, d, alpha, T, target_power), power_model) >= target_power
+            return _power_only(cal, g, d, alpha, T, power_model) >= target_power
         if not ok(delta_max):
             rows.append({"gamma": g, "delta": float("nan"), "feasible": False})
             continue
         d = _bisect(ok, 0.0, delta_max)
-        rows.append({**predict(cal, g, d, alpha, T, target_power), "feasible": True})
+        pr = predict(cal, g, d, alpha, T, target_power)
+        rows.append({**pr, "power_model": power_model, "power_pred": _power_of(pr, power_model), "feasible": True})
     feas = [r for r in rows if r["feasible"]]
     if not feas:
         return {"feasible": False, "gamma": float("nan"), "delta": float("nan"), "per_gamma": rows,

@@ -4,7 +4,9 @@ Equation numbers refer to the chapter's specification (``shared/papers/watermark
 paper itself was public only as an abstract, so the numbered quantities below are the book's
 formalisation of the KGW scheme the paper builds on.
 
-- Sec. 3.1: keyed green lists of exact size ``round(gamma * N)``, logit bias ``delta``.
+- Sec. 3.1: keyed green lists of exact size ``round(gamma * N)``, logit bias ``delta``. KGW's code
+  uses ``int(gamma * N)`` instead (26 vs 25 tokens at ``gamma = 0.1``, ``N = 256``);
+  ``convention="kgw"`` selects that size rule (and KGW's nominal ``gamma`` in the statistic of :func:`detect`).
 - Sec. 3.2: green indicators, de-duplicated scoring, the z-test and the exact binomial test.
 - Sec. 3.3: green mass ``P``, the biased green probability ``phi_delta(P)`` and the closed-form KL.
 """
@@ -52,16 +54,29 @@ def _positive_int(name: str, value, minimum: int = 1) -> int:
     return int(value)
 
 
-def check_gamma(gamma, n_vocab: int | None = None) -> float:
+#: green-list size rules: ``"book"`` rounds ``gamma * N`` to the nearest integer (halves up), ``"kgw"``
+#: truncates it as KGW's ``int(vocab_size * gamma)`` does
+CONVENTIONS = ("book", "kgw")
+
+
+def check_convention(convention) -> str:
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention must be one of {CONVENTIONS} (the green-list size rule: 'book' rounds "
+                         f"gamma * N, 'kgw' truncates it as KGW's code does), got {convention!r}")
+    return convention
+
+
+def check_gamma(gamma, n_vocab: int | None = None, convention: str = "book") -> float:
     """Validate the green fraction: ``gamma`` in (0, 1) and a non-empty, non-full list for ``n_vocab``."""
     gamma = _finite_number("gamma", gamma)
     if not 0.0 < gamma < 1.0:
         raise ValueError(f"gamma must lie in (0, 1), got {gamma}")
     if n_vocab is not None:
-        k = green_size(n_vocab, gamma)
+        k = green_size(n_vocab, gamma, convention)
         if k == 0 or k == n_vocab:
+            rule = "round" if convention == "book" else "int"
             raise ValueError(f"gamma={gamma} gives a green list of {k} of {n_vocab} tokens; "
-                             "round(gamma * n_vocab) must lie strictly between 0 and n_vocab")
+                             f"{rule}(gamma * n_vocab) must lie strictly between 0 and n_vocab")
     return gamma
 
 
@@ -169,16 +184,20 @@ def softmax_gaussian(n_vocab: int, temperature, batch: int, generator=None, scal
 
 # -- watermark mechanics (spec Sec. 3.1, 3.3) ----------------------------------------------------
 
-def green_size(n_vocab: int, gamma: float) -> int:
-    """Size of every green list, ``round(gamma * N)`` (Sec. 3.1; Python's round-half-even avoided)."""
+def green_size(n_vocab: int, gamma: float, convention: str = "book") -> int:
+    """Size of every green list (Sec. 3.1): ``round(gamma * N)`` (the book's rule; Python's
+    round-half-even avoided), or with ``convention="kgw"`` KGW's ``int(N * gamma)``, which truncates:
+    26 vs 25 tokens at ``gamma = 0.1``, ``N = 256``; the two agree wherever ``gamma * N`` is a whole number."""
+    if check_convention(convention) == "kgw":
+        return int(n_vocab * gamma)
     return int(math.floor(gamma * n_vocab + 0.5))
 
 
-def effective_gamma(n_vocab: int, gamma) -> float:
-    """``gamma_eff = round(gamma N) / N``, the fraction every formula and the detector must use (Sec. 3.1)."""
+def effective_gamma(n_vocab: int, gamma, convention: str = "book") -> float:
+    """``gamma_eff = |G| / N``, the true null green rate (Sec. 3.1): the fraction every power formula must use."""
     n_vocab = _positive_int("n_vocab", n_vocab, 2)
-    gamma = check_gamma(gamma, n_vocab)
-    return green_size(n_vocab, gamma) / n_vocab
+    gamma = check_gamma(gamma, n_vocab, convention)
+    return green_size(n_vocab, gamma, convention) / n_vocab
 
 
 def _exact_size_masks(rows: int, n_vocab: int, k: int, generator, device=None, names: str = "n_vocab") -> Tensor:
@@ -198,7 +217,8 @@ def _exact_size_masks(rows: int, n_vocab: int, k: int, generator, device=None, n
     return out.to(device or "cpu")
 
 
-def green_matrix(n_vocab: int, gamma, key: int, n_contexts: int | None = None, device=None) -> Tensor:
+def green_matrix(n_vocab: int, gamma, key: int, n_contexts: int | None = None, device=None,
+                 convention: str = "book") -> Tensor:
     """Keyed green lists (Sec. 3.1), a dense ``[n_contexts, n_vocab]`` 0/1 float matrix.
 
     Row ``s`` is the green list ``G(xi, s)`` after context token ``s``; the default
@@ -208,14 +228,17 @@ def green_matrix(n_vocab: int, gamma, key: int, n_contexts: int | None = None, d
     ``device``, so the same key gives the same lists on every device. The dense matrix is capped at
     :data:`MAX_MASK_BYTES` (2 GiB, about a 23k-token vocabulary with every context): a larger one
     raises ``ValueError`` instead of allocating (GPT-2's 50,257 tokens would take 9.4 GiB).
+    ``convention`` is the size rule of :func:`green_size` (``"kgw"``: ``int(gamma N)`` ones per row).
     """
     n_vocab = _positive_int("n_vocab", n_vocab, 2)
-    gamma = check_gamma(gamma, n_vocab)
+    convention = check_convention(convention)
+    gamma = check_gamma(gamma, n_vocab, convention)
     key = _positive_int("key", key, 0)
     n_contexts = n_vocab + 1 if n_contexts is None else _positive_int("n_contexts", n_contexts)
     device = check_device(device)
     gen = torch.Generator().manual_seed(key)
-    return _exact_size_masks(n_contexts, n_vocab, green_size(n_vocab, gamma), gen, device, "n_vocab/n_contexts")
+    k = green_size(n_vocab, gamma, convention)
+    return _exact_size_masks(n_contexts, n_vocab, k, gen, device, "n_vocab/n_contexts")
 
 
 def random_green_masks(n_vocab: int, gamma, n_masks: int, generator=None) -> Tensor:
@@ -498,17 +521,25 @@ def binomial_threshold(n, gamma, alpha) -> np.ndarray:
 
 
 def detect(tokens: Tensor, green_mat: Tensor, gamma, context0: int, dedup: bool = True, alpha=0.01,
-           method: str = "exact") -> dict:
+           method: str = "exact", convention: str = "book") -> dict:
     """Score token sequences for the watermark (Sec. 3.2). ``tokens [B, T]``; ``context0`` the start context.
 
     Returns a dict of ``[B]`` tensors: ``z``, ``n_scored``, ``n_green``, ``p_value`` and ``reject``
     (``p <= alpha``). ``method='exact'`` uses ``Pr[Bin(n, gamma) >= S]``; ``'normal'`` uses ``1 - Phi(z)``.
-    The green matrix's row sums are checked against ``gamma`` (detector/generator mismatch raises).
+    The green matrix's row sums are checked against the list size of ``gamma`` (detector/generator
+    mismatch raises).
+
+    ``convention="book"`` (default) expects lists of ``round(gamma N)`` tokens and puts the true null
+    rate ``gamma_eff = round(gamma N) / N`` into Eq. (3.2) and the exact tail. ``convention="kgw"`` is
+    KGW's ``WatermarkDetector``: lists of ``int(gamma N)`` tokens and the nominal ``gamma`` in ``z``
+    and the p-value (KGW's detector uses ``method='normal'``). Where ``gamma N`` is a whole number the
+    two conventions give identical results.
     A sequence with no scored token gets ``z = nan`` and ``p = 1`` with a warning.
     """
     check_green_mat(green_mat)
+    convention = check_convention(convention)
     n_ctx, n_vocab = green_mat.shape
-    gamma = check_gamma(gamma, n_vocab)
+    gamma = check_gamma(gamma, n_vocab, convention)
     alpha = check_alpha(alpha)
     if method not in ("exact", "normal"):
         raise ValueError(f"method must be 'exact' or 'normal', got {method!r}")
@@ -516,11 +547,11 @@ def detect(tokens: Tensor, green_mat: Tensor, gamma, context0: int, dedup: bool 
         raise TypeError(f"context0 must be an integer token id, got {type(context0).__name__}")
     if not 0 <= context0 < n_ctx:
         raise ValueError(f"context0 must lie in [0, {n_ctx}) (a row of green_mat), got {context0}")
-    k = green_size(n_vocab, gamma)
+    k = green_size(n_vocab, gamma, convention)
     if bool((green_mat.sum(1) != k).any()):
-        raise ValueError(f"green_mat row sums do not match gamma={gamma} (expected {k} of {n_vocab}); "
-                         "the detector must use the generator's gamma")
-    gamma_eff = k / n_vocab
+        raise ValueError(f"green_mat row sums do not match gamma={gamma} (expected {k} of {n_vocab} under "
+                         f"convention={convention!r}); the detector must use the generator's gamma and size rule")
+    gamma_eff = k / n_vocab if convention == "book" else gamma
     tokens = _check_tokens(tokens, "tokens", n_vocab)
     if tokens.shape[1] == 0:
         raise ValueError("tokens must have at least one position")

@@ -32,8 +32,9 @@ class WatermarkPreset:
     vocab_size: int = 256
     n_states: int = 16
     n_null: int = 1000                # unwatermarked sequences (FPR, calibration)
-    n_seq_wm: int = 400               # watermarked sequences per (gamma, delta), split over the keys
-    n_keys: int = 4                   # watermark keys averaged over (the prediction is key-independent)
+    n_seq_wm: int = 500               # watermarked sequences per (gamma, delta), split over the keys
+    n_keys: int = 5                   # watermark keys = seeds of the comparisons (the prediction is key-independent)
+    n_seq_seed: int = 1000            # sequences per seed at Algorithm A's chosen point (seeded selection)
     T: int = 100
     alpha: float = 0.01
     target_power: float = 0.9
@@ -49,20 +50,23 @@ class WatermarkPreset:
         repeats cut (draws, sequences), sizes kept (vocabularies, sequence lengths, calibration rows)."""
         return replace(self, uniform_m=self.uniform_m[:2], zipf_s=self.zipf_s[:1], softmax_tau=self.softmax_tau[:1],
                        power_configs=self.power_configs[:1], heat_gammas=3, heat_deltas=3,
-                       deltas=self.deltas[:2], gammas=self.gammas[:2], n_keys=min(self.n_keys, 2),
+                       # keep delta 2.0 so that the default (0.25, 2) stays on the grid (equal-power comparison)
+                       deltas=(self.deltas[0], 2.0) if 2.0 in self.deltas[1:] else self.deltas[:2],
+                       gammas=self.gammas[:2], n_keys=min(self.n_keys, 2),
                        n_mc=min(self.n_mc, 2000), n_pred=min(self.n_pred, 1000), n_seq=min(self.n_seq, 50),
-                       n_null=min(self.n_null, 200), n_seq_wm=min(self.n_seq_wm, 100), n_cal=min(self.n_cal, 8192))
+                       n_null=min(self.n_null, 200), n_seq_wm=min(self.n_seq_wm, 100), n_cal=min(self.n_cal, 8192),
+                       n_seq_seed=min(self.n_seq_seed, 100))
 
 
 PRESETS = {
     "smoke": WatermarkPreset(n_mc=3000, n_pred=2000, uniform_m=(1, 4, 1024), zipf_s=(2.0, 0.5),
                              softmax_tau=(0.35, 1.5), n_seq=250, T_max=100, T_grid=(10, 25, 50, 100),
-                             heat_gammas=7, heat_deltas=6, n_null=300, n_seq_wm=120, T=60,
+                             heat_gammas=7, heat_deltas=6, n_null=300, n_seq_wm=120, T=60, n_seq_seed=120,
                              deltas=(0.5, 1.0, 2.0), gammas=(0.25, 0.5), n_keys=2, n_cal=2048, n_masks=16),
     "book": WatermarkPreset(),
     "gpu": WatermarkPreset(n_vocab=8192, n_mc=200000, n_pred=20000, n_seq=50000, T_max=400,
                            T_grid=(10, 25, 50, 100, 200, 300, 400), heat_gammas=37, heat_deltas=40,
-                           vocab_size=1024, n_null=10000, n_seq_wm=4000, n_cal=65536,
+                           vocab_size=1024, n_null=10000, n_seq_wm=4000, n_cal=65536, n_seq_seed=10000,
                            deltas=(0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0)),
 }
 
