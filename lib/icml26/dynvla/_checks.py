@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..core.checks import check_preset  # noqa: F401
+from ..core.checks import check_device, check_generator, check_preset  # noqa: F401
 
 
 def pos_int(v, name: str, lo: int = 1) -> int:
@@ -35,27 +35,13 @@ def flag(v, name: str) -> bool:
 
 
 def generator(g, name: str = "generator") -> torch.Generator | None:
-    """None or a ``torch.Generator`` (a device string such as "cuda" is not a generator)."""
-    if g is not None and not isinstance(g, torch.Generator):
-        raise TypeError(f"{name} must be a torch.Generator or None, got {type(g).__name__}")
-    return g
+    """None or a ``torch.Generator``: :func:`icml26.core.checks.check_generator`."""
+    return check_generator(g, name)
 
 
 def device(d, name: str = "dev") -> torch.device | None:
-    """None, or a 'cpu'/'cuda' device this torch build can use (a ValueError naming ``name`` otherwise)."""
-    if d is None:
-        return None
-    if not isinstance(d, (str, torch.device)):
-        raise TypeError(f"{name} must be a device string or torch.device, got {type(d).__name__}")
-    try:
-        dev = torch.device(d)
-    except RuntimeError as e:
-        raise ValueError(f"{name} must name a torch device such as 'cpu' or 'cuda', got {d!r}") from e
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"{name}={str(d)!r}, but this torch build sees no CUDA device; use 'cpu'")
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"{name} must be a 'cpu' or 'cuda' device, got {str(d)!r}")
-    return dev
+    """None, or a 'cpu'/'cuda' device this torch build can use: :func:`icml26.core.checks.check_device`."""
+    return check_device(d, name, allow_none=True)
 
 
 def unit_interval(x, name: str):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..core.checks import check_preset  # noqa: F401
+from ..core.checks import check_device, check_generator, check_preset  # noqa: F401
 
 MAX_TABLE_BYTES = 256 * 2**20
 """Largest dense probability table (float64) that :func:`~icml26.syngr.pid.empirical_table` and
@@ -37,25 +37,13 @@ def flag(v, name: str) -> bool:
 
 
 def generator(g, name: str = "generator") -> torch.Generator | None:
-    """None or a ``torch.Generator`` (a device string such as "cuda" is not a generator)."""
-    if g is not None and not isinstance(g, torch.Generator):
-        raise TypeError(f"{name} must be a torch.Generator or None, got {type(g).__name__}")
-    return g
+    """None or a ``torch.Generator``: :func:`icml26.core.checks.check_generator`."""
+    return check_generator(g, name)
 
 
 def device(d, name: str = "device") -> torch.device:
-    """A 'cpu'/'cuda' device this torch build can use (a ValueError naming ``name`` otherwise)."""
-    if not isinstance(d, (str, torch.device)):
-        raise TypeError(f"{name} must be a device string or torch.device, got {type(d).__name__}")
-    try:
-        dev = torch.device(d)
-    except RuntimeError as e:
-        raise ValueError(f"{name} must name a torch device such as 'cpu' or 'cuda', got {d!r}") from e
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"{name}={str(d)!r}, but this torch build sees no CUDA device; use 'cpu'")
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"{name} must be a 'cpu' or 'cuda' device, got {str(d)!r}")
-    return dev
+    """A 'cpu'/'cuda' device this torch build can use: :func:`icml26.core.checks.check_device`."""
+    return check_device(d, name)
 
 
 def table_bytes(shape, name: str, what: str = "table") -> int:
