@@ -305,8 +305,30 @@ def test_every_tuned_method_gets_a_grid_of_the_same_size(notebook2):
         for m in tuned:
             grid = ex.grid_for(m, cfg)
             assert max(grid.axes["steps"]) == max(cfg.step_grid) and len(grid.axes["lr"]) >= 2
+        # notebook 2 tunes Prefix Tuning's length instead of its step count (at the shared budget)
+        prefix = ex.grid_for("prefix tuning", cfg).axes
+        assert ("m" in prefix) == notebook2 and (not notebook2 or prefix["steps"] == (max(cfg.step_grid),))
     with pytest.raises(ValueError, match="method"):
         ex.grid_for("icl", ct.preset("smoke"))
+
+
+def test_prefix_length_is_tuned_in_notebook_2(model, one_thread):
+    from dataclasses import replace
+
+    cfg = ex.quadratic_setting(ct.preset("smoke"))
+    assert ex.config_kwargs("prefix tuning", {"lr": 0.1, "m": 4, "steps": 5}) == dict(lr=0.1, steps=5, n_virtual=4)
+    t = ex.subset(ex.tasks_for("w-scale 2", cfg, 0), 2)
+    g = lambda: torch.Generator().manual_seed(0)  # noqa: E731
+    r = ex.run_method("prefix tuning", model, t, cfg, g(), lr=0.1, steps=2, n_virtual=4)
+    kv = ct.prefix_tuning(model, t["x_demo"], t["y_demo"], n_virtual=4, steps=2, lr=0.1, generator=g())
+    assert kv[0][0].shape[2] == 4
+    assert np.allclose(r["mse"], ct.evaluate(model, kv, t["x_query"], t["y_query"]).numpy(), atol=1e-6)
+    tuned, val = ex.tune_methods(model, cfg, ["prefix tuning"], ["w-scale 2"], n_val=1)
+    assert set(val.m) == set(cfg.prefix_lengths) and tuned["prefix tuning"].n_configs == ex.grid_for("ct-kv", cfg).size
+    with pytest.raises(ValueError, match="prefix_lengths"):
+        replace(cfg, prefix_lengths=(4, 8))  # without the one-change row's length 16
+    with pytest.raises(ValueError, match="prefix_lengths"):
+        replace(cfg, prefix_lengths=(0, 4))
 
 
 def test_validation_tasks_are_never_test_tasks():
@@ -371,3 +393,12 @@ def test_redraw_control_tunes_on_another_validation_draw(model, one_thread):
     assert set(tuned) == {"prefix tuning", "ct-kv"} and set(cmps) == set(conds)
     assert all("lr" not in t.unstated_edges for t in tuned.values())
     assert cmps["w-scale 2"].rows["icl"].control and len(cmps["w-scale 2"].diff("prefix tuning", "ct-kv", "ratio").per_seed) == 2
+    # keeping Prefix Tuning at the main draw's choice and reading its scores from the main comparison
+    main = ex.heldout_scores(model, cfg, ["icl", "prefix tuning"], conds, (0, 1), tuned, n_tasks=1)
+    kept, cmps_k = ex.redraw_control(model, cfg, conds, (0, 1), methods=["ct-kv"], keep={"prefix tuning": tuned["prefix tuning"]},
+                                     base=main, n_val=1, n_tasks=1, edge_reason="a unit test's grid")
+    assert kept["prefix tuning"] is tuned["prefix tuning"] and kept["ct-kv"].best == tuned["ct-kv"].best
+    assert np.allclose(cmps_k["w-scale 2"].diff("prefix tuning", "ct-kv", "ratio").per_seed,
+                       cmps["w-scale 2"].diff("prefix tuning", "ct-kv", "ratio").per_seed)
+    with pytest.raises(ValueError, match="keep"):
+        ex.redraw_control(model, cfg, conds, (0, 1), keep={"ct-kv": tuned["ct-kv"]}, n_val=1, n_tasks=1)

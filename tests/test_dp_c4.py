@@ -388,3 +388,123 @@ def test_opacus_accountants_agree():
     assert abs(a - b) < 1e-8
     prv, pld = m.epsilon(sg, 50, 0.1, 1e-5, "opacus_prv"), m.epsilon(sg, 50, 0.1, 1e-5, "pld")
     assert abs(prv - pld) < 0.02 and pld < a
+
+
+# -- the comparison protocol (issue 37): shared streams, tail averaging, per-run lr, no-anchor control ---
+def test_shared_streams_pair_configurations_and_methods(small):
+    train, _, xs = small
+    S, q, T = 3, 0.2, 12
+    C = torch.tensor([0.7] * (2 * S), dtype=torch.float64)
+    a = m.dp_sgd(train, T, 0.5, C, 2.0, q, torch.Generator().manual_seed(5), streams=S)
+    assert float((a.x[:S] - a.x[S:]).abs().max()) == 0.0            # same seed, same batches and noise
+    assert float((a.x[0] - a.x[1]).abs().max()) > 1e-6              # different seeds differ
+    # DP-C4 with its anchors held at zero on a one-stage schedule is DP-SGD, draw for draw
+    sch = m.StagedSchedule(torch.full((S, 1), 0.7, dtype=torch.float64), torch.full((S, 1), 2.0), T)
+    b = m.dp_c4(train, sch, 0.5, q, torch.Generator().manual_seed(5), anchors=False, streams=S)
+    assert float((b.x - a.x[:S]).abs().max()) < 1e-12 and float(b.tilt.abs().max()) == 0.0
+    c = m.dp_c4(train, sch, 0.5, q, torch.Generator().manual_seed(5), streams=S)
+    assert float((c.x - b.x).abs().max()) > 1e-6                   # the anchors change the run
+    from icml26.dp_c4.method import _batch_idx, _mask
+
+    mask = _mask(4 * S, train.n, q, torch.Generator().manual_seed(1), a.x, S)   # rows repeat with period S
+    for u, v in zip(_batch_idx(mask, S), _batch_idx(mask)):
+        assert torch.equal(u, v)
+
+
+def test_tail_average_and_per_run_step_sizes(small):
+    train, _, xs = small
+    runs = [m.dp_sgd(train, T, 0.5, 1.0, 1.5, 0.3, torch.Generator().manual_seed(3), tail=2) for T in (4, 5)]
+    x4 = m.dp_sgd(train, 4, 0.5, 1.0, 1.5, 0.3, torch.Generator().manual_seed(3)).x
+    assert float((runs[1].x_avg - (x4 + runs[1].x) / 2).abs().max()) < 1e-12
+    one = m.dp_sgd(train, 5, 0.5, 1.0, 1.5, 0.3, torch.Generator().manual_seed(3), tail=1)
+    assert float((one.x_avg - one.x).abs().max()) == 0.0 and runs[0].x_avg is not None
+    both = m.dp_sgd(train, 6, torch.tensor([0.5, 0.25]), torch.ones(2, dtype=torch.float64), 0.0, 1.0)
+    for j, lr in enumerate((0.5, 0.25)):
+        assert float((both.x[j] - m.dp_sgd(train, 6, lr, 1.0, 0.0, 1.0).x[0]).abs().max()) < 1e-14
+
+
+def test_protocol_runners(small):
+    from icml26.core import Grid
+
+    train, _, xs = small
+    kw = dict(q=0.2, T=8, K=2, delta=1e-5, seeds=2, seed=1)
+    tuned = m.validated(train, xs, "sgd", Grid(lr=[0.25, 0.5], C=[0.5, 1.0]), [1.0, 4.0],
+                        metric=("dist", "dist_avg"), tail=4, **kw)
+    assert set(tuned) == {"dist", "dist_avg"} and set(tuned["dist"]) == {1.0, 4.0}
+    assert tuned["dist"][1.0].n_configs == 4
+    t4 = m.validated(train, xs, "c4", Grid(lr=[0.5], C0=[0.5, 1.0], rho=[0.5]), [1.0], **kw)
+    methods = {"DP-SGD": dict(kind="sgd", tuned=tuned["dist_avg"], metric="dist_avg"),
+               "DP-C4": dict(kind="c4", tuned={1.0: t4[1.0], 4.0: t4[1.0]}),
+               "no anchors": dict(kind="c4-no-anchors", tuned={1.0: t4[1.0], 4.0: t4[1.0]}, untuned="DP-C4's")}
+    cmps, runs = m.paired_comparisons(train, xs, methods, [1.0, 4.0], tail=4, **kw)
+    cmp = cmps[1.0]
+    assert list(cmp.rows) == ["DP-SGD", "DP-C4", "no anchors", "zero model (no step)"]
+    assert cmp.rows["zero model (no step)"].control and cmp.rows["zero model (no step)"].cost == 0
+    assert np.allclose(cmp.rows["zero model (no step)"].per_seed, float(xs.norm()))
+    assert runs[1.0]["DP-C4"]["dist"].shape == (2,) and runs[1.0]["DP-C4"]["curves"].shape[0] == 2
+    with pytest.raises(ValueError, match="kind"):
+        m.run_configs(train, xs, "adam", [dict(eps=1.0, lr=0.5, C=1.0)], 0.2, 8, 2, 1e-5, 2, 0)
+    with pytest.raises(ValueError, match="configs"):
+        m.run_configs(train, xs, "c4", [dict(eps=1.0, lr=0.5, C=1.0)], 0.2, 8, 2, 1e-5, 2, 0)
+    with pytest.raises(ValueError, match="tail"):
+        m.validated(train, xs, "sgd", Grid(lr=[0.5], C=[1.0]), [1.0], metric="dist_avg", **kw)
+    with pytest.raises(ValueError, match="metric"):
+        m.validated(train, xs, "sgd", Grid(lr=[0.5], C=[1.0]), [1.0], metric="loss", **kw)
+
+
+def test_bad_protocol_arguments(small):
+    train, _, xs = small
+    with pytest.raises(ValueError, match="streams"):
+        m.dp_sgd(train, 4, 0.5, torch.ones(3), 1.0, 0.5, torch.Generator(), streams=2)
+    with pytest.raises(ValueError, match="tail"):
+        m.dp_sgd(train, 4, 0.5, 1.0, 1.0, 0.5, torch.Generator(), tail=5)
+    with pytest.raises(ValueError, match="lr"):
+        m.dp_sgd(train, 4, torch.tensor([0.5, 0.1, 0.2]), torch.ones(2), 1.0, 0.5, torch.Generator())
+    with pytest.raises(ValueError, match="lr"):
+        m.dp_sgd(train, 4, [0.5, -0.1], torch.ones(2), 1.0, 0.5, torch.Generator())
+    sch = m.StagedSchedule(torch.ones(2), torch.ones(2), 2)
+    with pytest.raises(TypeError, match="anchors"):
+        m.dp_c4(train, sch, 0.5, 1.0, torch.Generator(), anchors="no")
+
+
+def test_replace_one_needs_more_than_add_remove():
+    pytest.importorskip("dp_accounting")
+    s = m.calibrate_sigma(100, 0.1, 1.0, 1e-5)
+    r = m.replace_one_eps(s, 100, 0.1, 1e-5)
+    assert r["add_remove"] < r["replace_one"] <= r["doubled"]
+    with pytest.raises(ValueError, match="sigma"):
+        m.replace_one_eps(-1.0, 100, 0.1, 1e-5)
+
+
+@pytest.mark.parametrize("scale", ["smoke", "book", "gpu"])
+def test_equal_grid_sizes(scale):
+    """Every method of a comparison gets the same number of configurations (issue 37)."""
+    p = m.PRESETS[scale]
+    n_sgd = len(p.lr_grid_sgd) * len(p.C_grid_sgd)
+    assert n_sgd == len(p.lr_grid_c4) * len(p.C0_grid) * len(p.rho_grid) == len(p.lr_grid) * len(p.C0_grid_const)
+    assert len(p.lr_grid_gd) * len(p.C_grid_gd) == len(p.lr_grid_full) * len(p.C0_grid_c4f) * len(p.rho_grid_c4f)
+    if scale != "smoke":        # the referee's finding (issue 37): 2 validation seeds chose DP-SGD by noise
+        assert p.val_seeds >= 8 and p.eval_seeds_full >= 30 and p.eval_seeds >= 10
+
+
+def test_probe_edges_states_an_edge_only_when_the_step_beyond_is_no_better(small):
+    """A chosen value at a grid edge is probed one geometric step beyond it on the validation seeds; the
+    edge is stated (with both scores in the reason) only when the probe is not better by more than tol."""
+    from icml26.core import Grid
+    from icml26.dp_c4.experiments import _beyond
+
+    assert _beyond("lr", (0.25, 0.5), "lower") == 0.125 and _beyond("C", (0.5, 1.0), "upper") == 2.0
+    assert abs(_beyond("rho", (0.9, 0.95), "upper") - 0.975) < 1e-12 and _beyond("rho", (0.5, 1.0), "upper") is None
+    train, _, xs = small
+    kw = dict(q=1.0, T=30, K=30, delta=1e-5, seeds=2, seed=3, backend="gdp")
+    # step sizes far too small: the best is the largest, and one step beyond (1.6e-2) is clearly better
+    t = m.validated(train, xs, "sgd", Grid(lr=[1e-3, 4e-3], C=[1.0]), [1.0], **kw)
+    assert t[1.0].edges == {"lr": "upper"}
+    f = m.probe_edges(train, xs, "sgd", t, **kw)
+    assert len(f) == 1 and not f["stated"].iloc[0] and f["probe"].iloc[0] == 1.6e-2
+    assert f["probe_validation"].iloc[0] < f["validation"].iloc[0] and t[1.0].unstated_edges == {"lr": "upper"}
+    # a tolerance that forgives any improvement states it, with the measured scores in the reason
+    f = m.probe_edges(train, xs, "sgd", t, tol=0.99, **kw)
+    assert f["stated"].iloc[0] and "scores" in t[1.0].stated["lr"] and not t[1.0].unstated_edges
+    with pytest.raises(ValueError, match="tol"):
+        m.probe_edges(train, xs, "sgd", t, tol=1.5, **kw)

@@ -257,6 +257,51 @@ def test_sft_and_rft_run(data, tok):
     assert len(curves["reward"]) == 2 and all(0 <= f <= 1 for f in curves["format"])
 
 
+def test_masked_logp_matches_constrained_sampling(data):
+    """Issue 39 point 8: RFT's ratios are taken under the distribution the samples came from. With
+    the template ranges, seq_logp equals the log-probabilities that constrained sampling reports,
+    and the probabilities of each position sum to one over its allowed range only."""
+    space = m.TokenSpace()
+    torch.manual_seed(0)
+    pol = m.DrivingVLA(space.vocab, d=32, layers=1, heads=2).eval()
+    img, speed = data.cam[:5, :2].flatten(1, 2), data.speed[:5]
+    g = torch.Generator().manual_seed(1)
+    ranges = space.template("dynamics")[0]
+    out, lp = m.generate(pol, (img, speed), "dynamics", space, greedy=False, constrained=True, generator=g,
+                         return_logp=True)
+    with torch.no_grad():
+        masked = seq_logp(pol, img, speed, out, ranges)
+        free = seq_logp(pol, img, speed, out)
+    assert torch.allclose(masked, lp, atol=1e-5)
+    assert (masked >= free - 1e-6).all() and (masked > free + 1e-4).any()   # mass renormalised onto the range
+    with pytest.raises(ValueError, match="ranges"):
+        seq_logp(pol, img, speed, out, ranges[:-1])
+
+
+def test_rft_constrained_recipe_samples_well_formed(data, tok):
+    space = m.TokenSpace()
+    torch.manual_seed(0)
+    pol = m.DrivingVLA(space.vocab, d=32, layers=1, heads=2)
+    from icml26.dynvla.rft import clone_frozen
+    cfg = m.GRPOConfig(iterations=2, contexts_per_step=3, group_size=4)
+    assert cfg.constrained is True
+    curves = m.rft_train(pol, clone_frozen(pol), data, "dynamics", space, m.FastLite(), cfg)
+    assert curves["format"] == [1.0, 1.0]              # masked samples are always well formed
+    old = m.rft_train(pol, clone_frozen(pol), data, "dynamics", space, m.FastLite(),
+                      m.GRPOConfig(iterations=1, contexts_per_step=3, group_size=4, constrained=False))
+    assert 0.0 <= old["format"][0] <= 1.0
+    with pytest.raises(TypeError, match="constrained"):
+        m.GRPOConfig(constrained=1)
+
+
+def test_preset_seeds_and_grids():
+    book, gpu = m.preset("book"), m.preset("gpu")
+    assert len(book.seeds) >= 3 and len(book.probe_seeds) >= 3 and len(gpu.seeds) >= 5
+    assert len(book.sft_lr_grid) >= 3 and book.n_val > 0 and "dynamics" in book.rft_modes
+    d = book.dry_run()
+    assert len(d.seeds) <= len(book.seeds) and len(d.sft_lr_grid) <= len(book.sft_lr_grid)
+
+
 # -- claim 10: vectorised rendering = a loop renderer -----------------------------------------------
 def _slow_render(batch, t, pose, cfg):
     w = batch.cfg
@@ -432,3 +477,22 @@ def test_cuda_matches_cpu(data):
     i_gpu, z_gpu = tok.cuda().encode(o_t[:16].cuda(), o_t1[:16].cuda())
     assert (i_cpu == i_gpu.cpu()).float().mean() > 0.95
     assert torch.allclose(z_cpu, z_gpu.cpu(), atol=1e-3) or (i_cpu != i_gpu.cpu()).any()
+
+
+def test_sft_lr_grid_extends_past_the_earlier_edge():
+    """Issue 39 / follow-up: the earlier grid (1e-3, 2e-3, 4e-3) chose its upper edge for both policies;
+    the book's grid must reach past 4e-3, keep 4e-3 inside it, and be the same for both policies."""
+    from icml26.core.compare import Grid, tune
+    from icml26.dynvla.experiments import LOWER_EDGE
+
+    book = m.preset("book")
+    grid = list(book.sft_lr_grid)
+    assert grid == sorted(grid) and grid[-1] > 4e-3 and 4e-3 in grid[1:-1]
+    t = tune("none", lambda c: -c["lr"], Grid(lr=grid), goal="max", progress=False)   # best at the lower edge
+    assert t.edges == {"lr": "lower"}
+    t.state_edge("lr", LOWER_EDGE)
+    assert not t.unstated_edges
+    up = tune("none", lambda c: c["lr"], Grid(lr=grid), goal="max", progress=False)
+    with pytest.raises(ValueError, match="axis"):
+        up.state_edge("x", LOWER_EDGE)
+    assert up.unstated_edges == {"lr": "upper"}   # an upper edge is never stated away

@@ -6,6 +6,7 @@ import copy
 
 import icml26.paced_rl as m
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from icml26.paced_rl import experiments as ex
@@ -196,13 +197,103 @@ def test_runs_at_reuses_the_cache_and_validation_seeds_are_disjoint(small):
     from dataclasses import replace
 
     cfg, task, _ = small
-    cfg = replace(cfg, steps=2, eval_every=2, warm_steps=5, batch_prompts=4, seeds=(0,), val_seeds=(7,))
+    cfg = replace(cfg, steps=2, eval_every=2, warm_steps=5, batch_prompts=4, seeds=(0,), val_seeds=(7,),
+                  n_val_prompts=32)
     cache = {}
     first = ex.runs_at(cfg, task, "grpo", 1e-2, (7,), cache)
     assert ex.runs_at(cfg, task, "grpo", 1e-2, (7,), cache)[0] is first[0] and len(cache) == 1
-    assert ex.validation_auc(cfg, task, "grpo", 1e-2, cache) == ex.auc(first[0])
+    val = ex.runs_at(cfg, ex.validation_task(cfg, task), "grpo", 1e-2, (7,), cache)
+    assert len(cache) == 2 and ex.validation_auc(cfg, task, "grpo", 1e-2, cache) == ex.auc(val[0])
     with pytest.raises(ValueError, match="val_seeds"):
         ex.validation_auc(replace(cfg, val_seeds=(0,)), task, "grpo", 1e-2)
+    with pytest.raises(ValueError, match="n_val_prompts"):
+        ex.validation_task(replace(cfg, n_val_prompts=task.n_train), task)
+
+
+def test_clip_policy_none_removes_only_the_policy_clip(small):
+    """The no-clip control: the first step sees the same batch and the same pre-clip norm (TB's is
+    far above one), after which the unclipped run moves differently; a bad clip norm is refused."""
+    cfg, task, pol = small
+    kw = dict(steps=3, batch_prompts=8, eval_every=3, seed=2, diagnostics=False)
+    clipped = m.train("gfn_old", task, copy.deepcopy(pol), **kw)
+    free = m.train("gfn_old", task, copy.deepcopy(pol), clip_policy=None, **kw)
+    assert free["grad_norm"][0] == pytest.approx(clipped["grad_norm"][0]) and clipped["grad_norm"][0] > 1
+    assert not np.array_equal(free["test_learnable"], clipped["test_learnable"])
+    with pytest.raises(ValueError, match="clip_policy"):
+        m.train("gfn_old", task, copy.deepcopy(pol), clip_policy=0.0, **kw)
+
+
+def test_lr_neighbours_reads_the_tuning_cache(small):
+    """The learning-rate sensitivity is read off the cached validation runs (no run is repeated): the
+    paired mean difference at the chosen rates and with one method moved one grid step, NaN past an end."""
+    from dataclasses import replace
+
+    cfg, task, _ = small
+    cfg = replace(cfg, seeds=(0,), val_seeds=(7, 8), n_val_prompts=32, lr_grid=(1e-3, 2e-3, 4e-3), pool_factor=2,
+                  batch_prompts=8)
+    n_val = ex.validation_task(cfg, task).n_test
+    score = {"grpo": {1e-3: 0.3, 2e-3: 0.5, 4e-3: 0.4}, "paced": {1e-3: 0.2, 2e-3: 0.3, 4e-3: 0.35}}
+    cache = {(k, lr, s, n_val): {"test_learnable": np.array([v + 0.01 * (s - 7)])}
+             for k, row in score.items() for lr, v in row.items() for s in cfg.val_seeds}
+    tab = ex.validation_scores(cfg, task, "grpo", cache)
+    assert tab.shape == (2, 3) and tab.loc[8, 2e-3] == pytest.approx(0.51) and len(cache) == 12
+    assert ex.validation_scores(cfg, task, "grpo", cache, seeds=(7,)).mean().idxmax() == 2e-3
+    sens = ex.lr_neighbours(cfg, task, {"d": ("grpo", "paced")}, {"grpo": 2e-3, "paced": 4e-3}, cache)
+    row = sens.loc["d"]
+    assert row["chosen"] == pytest.approx(0.15) and row["a down"] == pytest.approx(-0.05)
+    assert row["a up"] == pytest.approx(0.05) and row["b down"] == pytest.approx(0.2) and np.isnan(row["b up"])
+    assert len(cache) == 12
+    with pytest.raises(ValueError, match="lrs"):
+        ex.lr_neighbours(cfg, task, {"d": ("grpo", "paced")}, {"grpo": 3e-3, "paced": 4e-3}, cache)
+    with pytest.raises(ValueError, match="seeds"):
+        ex.validation_scores(cfg, task, "grpo", cache, seeds=(0,))
+
+
+def test_validation_task_holds_out_training_prompts_and_never_reaches_test_prompts(small):
+    """Tuning is scored on held-out training prompts: the validation task trains on the first
+    n_train - n_val training prompts, scores the last n_val, and refuses every test prompt."""
+    from dataclasses import replace
+
+    cfg, task, _ = small
+    cfg = replace(cfg, n_val_prompts=32, pool_factor=2, batch_prompts=8)
+    vt = ex.validation_task(cfg, task)
+    assert vt is ex.validation_task(cfg, task)                       # cached
+    assert vt.train_idx.tolist() == list(range(96)) and vt.test_idx.tolist() == list(range(96, 128))
+    assert task.n_train == 128 and task.test_idx[0] == 128          # the task itself is untouched
+    with pytest.raises(ValueError, match="prompt_idx"):
+        vt.reward_matrix(task.test_idx[:2])
+    out = m.train("paced", vt, m.ARPolicy(task.emb_dim, task.vocab, task.length, 16), steps=2,
+                  batch_prompts=8, pool_factor=2, eval_every=2, diagnostics=False)
+    assert int(out["times_selected"].shape[0]) == 96 and out["test_learnable"].shape == (2,)
+
+
+def test_diagnostics_off_trains_identically(small):
+    """The tuning runs skip the diagnostics; every random draw and update is the same, so the area
+    is equal; the gradient norm before clipping is recorded either way (TB's is about 2/beta larger)."""
+    cfg, task, pol = small
+    kw = dict(steps=4, batch_prompts=8, eval_every=2, seed=3)
+    for k in ("paced", "grpo_oracle"):
+        full = m.train(k, task, copy.deepcopy(pol), **kw)
+        lite = m.train(k, task, copy.deepcopy(pol), diagnostics=False, **kw)
+        assert np.array_equal(full["test_learnable"], lite["test_learnable"])
+        assert np.array_equal(full["grad_norm"], lite["grad_norm"]) and full["grad_norm"].shape == (4,)
+        assert "eff_correct" in full and "eff_correct" not in lite and lite["beta_kl"].size == 0
+    with pytest.raises(TypeError, match="diagnostics"):
+        m.train("paced", task, copy.deepcopy(pol), steps=1, diagnostics=1)
+
+
+def test_run_methods_takes_a_learning_rate_per_method(small):
+    from dataclasses import replace
+
+    cfg, task, _ = small
+    cfg = replace(cfg, steps=2, eval_every=2, warm_steps=5, batch_prompts=4)
+    a = ex.run_methods(cfg, task, ["grpo"], (0,), progress=False, lrs={"grpo": 1e-2})["grpo"][0]
+    b = ex.runs_at(cfg, task, "grpo", 1e-2, (0,), diagnostics=True)[0]
+    assert np.array_equal(a["test_learnable"], b["test_learnable"])
+    with pytest.raises(ValueError, match="lrs"):
+        ex.run_methods(cfg, task, ["grpo"], (0,), progress=False, lrs={"ppo": 1e-2})
+    with pytest.raises(ValueError, match="lrs"):
+        ex.run_methods(cfg, task, ["grpo"], (0,), progress=False, lrs={"grpo": -1.0})
 
 
 def test_diversity_at_matched_accuracy():
@@ -213,6 +304,12 @@ def test_diversity_at_matched_accuracy():
             "grpo": [res]}
     tab = ex.matched_diversity(runs, "flowrl", ("grpo",))
     assert tab.loc[0, "accuracy"] == 0.4 and tab.loc[0, "GRPO"] == pytest.approx(4.0)
+    match = pd.DataFrame({"FlowRL": [5.0, 4.0, 6.0], "GRPO": [4.0, np.nan, 3.0], "PACED-RL": [np.nan] * 3})
+    d = ex.matched_differences(match, "flowrl", ("grpo", "paced"))
+    row = d.loc["FlowRL - GRPO"]                                   # paired over the 2 seeds GRPO reaches
+    assert row["difference"] == pytest.approx(2.0) and row["seeds"] == 2 and row["ahead"] == 2
+    assert row["95% lo"] < 2.0 < row["95% hi"]
+    assert d.loc["FlowRL - PACED-RL", "seeds"] == 0 and np.isnan(d.loc["FlowRL - PACED-RL", "difference"])
 
 
 def test_grpo_advantages_and_mixed_probability():
@@ -294,5 +391,11 @@ def test_preset_constraints(scale):
         assert 0 < cfg.from_step < cfg.steps and cfg.vocab**cfg.length <= 10**6
         assert len(cfg.id_sizes) >= 2 and cfg.id_sizes[0] == 0.0
         assert not set(cfg.val_seeds) & set(cfg.seeds) and len(cfg.lr_grid) >= 2
-    if scale == "book":
-        assert len(m.PRESETS[scale].seeds) >= 10 and max(m.PRESETS[scale].lr_grid) >= 3e-2
+        assert cfg.pool_factor * cfg.batch_prompts <= cfg.n_train - cfg.n_val_prompts   # validation task's pool
+    if scale in ("book", "gpu"):
+        # a fine grid (ratios <= 2), 4 values at least spanning a factor of 3, tuned on 4 validation
+        # seeds at least (2 seeds moved the choices of two methods: issue 37); gpu tunes on no fewer
+        grid = m.PRESETS[scale].lr_grid
+        assert len(m.PRESETS[scale].seeds) >= 10 and len(grid) >= 4 and max(grid) / min(grid) >= 3
+        assert all(b / a <= 2 + 1e-9 for a, b in zip(grid, grid[1:]))
+        assert len(m.PRESETS[scale].val_seeds) >= max(4, len(m.PRESETS["book"].val_seeds))

@@ -381,3 +381,31 @@ def test_cuda_matches_cpu():
     assert torch.allclose(out_c.stddev, out_g.stddev.cpu(), atol=1e-4)
     task_g = m.sample_gp_tasks(4, generator=_gen(0), device="cuda")
     assert torch.allclose(task_g.yc.cpu(), task.yc, atol=1e-5)
+
+
+def test_periodic_kernel_is_the_official_gpytorch_convention():
+    """The official data code uses gpytorch's PeriodicKernel, exp(-2 sin^2(pi |d| / p) / l): the
+    lengthscale divides once. scikit-learn's ExpSineSquared divides by l^2, so it equals ours at
+    length_scale = sqrt(l)."""
+    from sklearn.gaussian_process.kernels import ExpSineSquared
+
+    x = torch.linspace(-3, 3, 17, dtype=torch.float64).view(1, -1, 1)
+    for ls, per in ((0.25, 0.5), (0.6, 1.3), (1.0, 2.0)):
+        ours = m.gp_kernel(x, x, "periodic", torch.tensor([ls], dtype=torch.float64),
+                           torch.tensor([per], dtype=torch.float64))[0]
+        ref = ExpSineSquared(length_scale=ls ** 0.5, periodicity=per)(x[0].numpy())
+        assert torch.allclose(ours, torch.from_numpy(ref), atol=1e-12)
+
+
+def test_volterra_output_mixing_acts_once_on_the_sum():
+    """With output mixing on, the Volterra layer mixes g0 + sum_r alpha_r g1 g2 once (official),
+    not each of the 2R+1 kernel outputs before the product."""
+    torch.manual_seed(0)
+    layer = m.SetFourierVolterraConv(1, 4, 6, volterra_rank=2, groups=2, output_mixing=True).double()
+    assert layer.conv.mixing is None and layer.mixing is not None
+    z = torch.randn(2, 5, 4, dtype=torch.float64)
+    xc = torch.rand(2, 5, 1, dtype=torch.float64) - 0.5
+    xq = torch.rand(2, 3, 1, dtype=torch.float64) - 0.5
+    g0, g1, g2 = layer.split(layer.conv(z, xc, xq))
+    expected = layer.mixing(g0 + layer.mixer(g1 * g2).squeeze(-1))
+    assert torch.allclose(layer(z, xc, xq), expected, atol=1e-12)

@@ -214,3 +214,24 @@ def test_claims_table_outside_the_build_shows_the_published_value_beside_the_rea
     assert list(ledger.table().frame.columns) == ["claim", "paper", "this book", "book's value", "bar", "status"]
     monkeypatch.setenv("ICML26_LEDGER_DIR", "/tmp/inside-the-build")  # the book's own run: its table only
     assert "book's value" not in ledger.to_text() and "claim-published" not in ledger.table()._repr_html_()
+
+
+
+def test_a_failed_run_of_older_code_is_stale_and_never_published(tmp_path):
+    """A failed run is published (its failures are part of the record) only while it is current: once
+    the source changes, the old failure is stale and the chapter's ledger leaves it out."""
+    from icml26.book.execute import _meta_path, publish_problem
+    from icml26.book.sources import Notebook, content_hash
+
+    src = tmp_path / "chapters" / "demo" / "01-a.md"
+    src.parent.mkdir(parents=True)
+    src.write_text("# A\n")
+    nb = Notebook(tmp_path.resolve(), src.resolve())
+    out = executed_path(tmp_path, nb, "smoke")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("{}")
+    _meta_path(out).write_text(json.dumps({"error": "boom", "hash": content_hash(nb, "smoke")}))
+    assert publish_problem(tmp_path, nb, "smoke").startswith("its run failed")
+    src.write_text("# A, edited\n")
+    assert publish_problem(tmp_path, nb, "smoke").startswith("stale")
+    assert vf.chapter_ledger(tmp_path, "demo", "smoke", [nb]) is None

@@ -578,10 +578,10 @@ def publish_problem(root: Path, nb: Notebook, scale: str) -> str:
         return "no run record"
     except (OSError, ValueError):
         return "its run record cannot be read"
+    if record.get("hash") != content_hash(nb, scale):  # first: a failed run of older code says nothing now
+        return "stale: the source, its library code or its data changed since it ran"
     if record.get("error"):
         return f"its run failed: {one_line(record['error'], 160)}"
-    if record.get("hash") != content_hash(nb, scale):
-        return "stale: the source, its library code or its data changed since it ran"
     if record.get("output_sha256") != _sha256(out):
         return "the executed notebook is not the one its run record certifies"
     return ""

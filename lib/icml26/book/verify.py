@@ -456,7 +456,7 @@ def verify(root: Path, chapters: list[str] | None, scale: str, *, against=None, 
     each chapter's claims with the book's, print the table, write the reports; returns the exit
     status (1 when a claim fails, see the module docstring)."""
     from ..core.scale import dry_run_enabled
-    from .execute import run
+    from .execute import job_threads, run
     from .student import chapter_notebooks
 
     if scale == "gpu" and dry_run_enabled():
@@ -464,7 +464,7 @@ def verify(root: Path, chapters: list[str] | None, scale: str, *, against=None, 
     selected = chapter_notebooks(root, chapters)
     if not selected:
         raise BookError("no chapter to verify")
-    threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
+    threads = job_threads(os.cpu_count() or 1, jobs)  # what each notebook's kernel used (ICML26_THREADS wins)
     if run_first:
         run(root, [nb for nbs in selected.values() for nb in nbs], scale, jobs=jobs, force=force, echo=echo)
     out = Path(out) if out is not None else root / "_build" / "verify"

@@ -36,6 +36,8 @@ ALL_METHODS = ("zero-shot", "icl", "ridge", "ct-kv", "ct-kv (no loo)", "ct-kv (n
 #: the methods with nothing to tune, and why (the comparison protocol's ``untuned=``)
 UNTUNED = {"zero-shot": "no context: nothing to tune", "icl": "one forward pass: nothing to tune",
            "ridge": "closed form with the family's Bayes penalty (the oracle)"}
+#: the name of Prefix Tuning's row at one fixed length (:func:`fixed_length`): "prefix tuning (m=16)"
+FIXED_PREFIX = "prefix tuning (m={})"
 #: offset of the validation tasks' seed stream (:func:`tasks_for`): never a test task
 VAL_OFFSET = 7
 
@@ -61,7 +63,7 @@ def subset(t: dict, n: int) -> dict:
 
 def run_method(method: str, model, t: dict, cfg, generator: torch.Generator, ttt_lr: float = 1e-4, *,
                lr: float | None = None, steps: int | None = None, ttt_steps: int | None = None,
-               adapted=None) -> dict:
+               adapted=None, n_virtual: int | None = None) -> dict:
     """Run one method on a batch of tasks; returns per-task query MSE (numpy ``[B]``) and seconds per task
     (wall time of the whole batch, including CT-KV's initial pass, divided by ``B``).
 
@@ -69,7 +71,7 @@ def run_method(method: str, model, t: dict, cfg, generator: torch.Generator, ttt
     validation tasks); for ``"ttt"`` its own values are ``ttt_lr`` and ``ttt_steps``. ``"ttt + ct-kv"``
     runs TTT with ``ttt_lr``/``ttt_steps`` and then CT-KV with ``lr``/``steps``, or only the CT-KV stage
     on ``adapted`` (a TTT result already computed on the same tasks). ``"ttt"`` also returns its
-    adapted model under ``"adapted"``."""
+    adapted model under ``"adapted"``. ``n_virtual`` overrides the preset's length of Prefix and Prompt Tuning."""
     xd, yd, xq, yq = t["x_demo"], t["y_demo"], t["x_query"], t["y_query"]
     B = xd.shape[0]
     hp = dict(steps=cfg.steps if steps is None else steps, lr=cfg.lr if lr is None else lr, generator=generator)
@@ -88,9 +90,10 @@ def run_method(method: str, model, t: dict, cfg, generator: torch.Generator, ttt
         kv = fn(model, xd, yd, leave_one_out="no loo" not in method,
                 token_dropout=0.0 if "no dropout" in method else cfg.rho, **hp)
         mse = evaluate(model, kv, xq, yq)
-    elif method in ("prefix tuning", "prompt tuning"):
-        fn = prefix_tuning if method == "prefix tuning" else prompt_tuning
-        mse = evaluate(model, fn(model, xd, yd, n_virtual=cfg.n_virtual, **hp), xq, yq)
+    elif method in ("prefix tuning", "prompt tuning") or _is_fixed_prefix(method):
+        fn = prompt_tuning if method == "prompt tuning" else prefix_tuning
+        m_virtual = cfg.n_virtual if n_virtual is None else n_virtual
+        mse = evaluate(model, fn(model, xd, yd, n_virtual=m_virtual, **hp), xq, yq)
     elif method == "ttt":
         adapted = test_time_training(model, xd, yd, steps=ttt_steps, lr=ttt_lr)
         mse = evaluate(adapted, adapted.encode_demos(demo_tokens(xd, yd)), xq, yq)
@@ -106,6 +109,10 @@ def run_method(method: str, model, t: dict, cfg, generator: torch.Generator, ttt
     synchronize(xd.device)
     out.update(mse=mse.detach().cpu().numpy(), seconds=(time.perf_counter() - t0) / B)
     return out
+
+
+def _is_fixed_prefix(method) -> bool:
+    return isinstance(method, str) and method.startswith(FIXED_PREFIX.split("{")[0]) and method.endswith(")")
 
 
 def compare(model, cfg, conditions, methods, seeds=None, n_tasks: int | None = None, device="cpu",
@@ -137,19 +144,27 @@ STEPS_EDGE = ("the largest step count is the shared budget: no method may take m
 def grid_for(method: str, cfg) -> Grid:
     """A tuned method's grid: learning rate x optimiser steps, the same number of configurations for every
     method. The learning rates are the method's own entry of ``cfg.lr_grids`` if it has one, else
-    ``cfg.lrs`` (``cfg.ttt_lrs`` for TTT's weights); the step counts are ``cfg.step_grid``."""
+    ``cfg.lrs`` (``cfg.ttt_lrs`` for TTT's weights); the step counts are ``cfg.step_grid``.
+
+    In notebook 2's setting (:func:`quadratic_setting`, ``cfg.tune_prefix_length``) Prefix Tuning's grid is
+    learning rate (``cfg.prefix_lrs``) x length ``m`` (``cfg.prefix_lengths``) at the shared step budget (the
+    top of the step grid, the count it chose on every draw with ``m`` fixed): the same number of
+    configurations (the presets make it so), with the length tuned instead of the step count."""
     if method not in ALL_METHODS or method in UNTUNED:
         raise ValueError(f"method must be a tuned method of {ALL_METHODS}, got {method!r}")
     lrs = dict(cfg.lr_grids).get(method, cfg.ttt_lrs if method == "ttt" else cfg.lrs)
+    if method == "prefix tuning" and getattr(cfg, "tune_prefix_length", False):
+        return Grid(lr=list(cfg.prefix_lrs), m=list(cfg.prefix_lengths), steps=[max(cfg.step_grid)])
     return Grid(lr=list(lrs), steps=list(cfg.step_grid))
 
 
 def quadratic_setting(cfg):
     """Notebook 2's setting: ``cfg`` with the learning-rate grids ``cfg.lr_grids_quadratic`` (three rates per
-    method, the same number for every method; the quadratic-cost methods set the notebook's time)."""
+    method, the same number for every method; the quadratic-cost methods set the notebook's time) and Prefix
+    Tuning's length ``m`` tuned (:func:`grid_for`)."""
     from dataclasses import replace
 
-    return replace(cfg, lr_grids=cfg.lr_grids_quadratic)
+    return replace(cfg, lr_grids=cfg.lr_grids_quadratic, tune_prefix_length=True)
 
 
 def config_kwargs(method: str, config: dict | None, ttt_config: dict | None = None) -> dict:
@@ -160,6 +175,8 @@ def config_kwargs(method: str, config: dict | None, ttt_config: dict | None = No
     if method == "ttt":
         return dict(ttt_lr=config["lr"], ttt_steps=config["steps"])
     kw = dict(lr=config["lr"], steps=config["steps"])
+    if "m" in config:  # Prefix Tuning's length, where it is tuned
+        kw["n_virtual"] = int(config["m"])
     if method == "ttt + ct-kv":
         if ttt_config is None:
             raise ValueError("ttt_config: TTT + CT-KV needs TTT's chosen configuration")
@@ -245,13 +262,28 @@ def tune_methods(model, cfg, methods, conditions, *, k: int | None = None, devic
             ttt_config = tuned["ttt"].best
         df = validation_scores(model, cfg, m, conditions, k=k, device=device, ttt_config=ttt_config, n_val=n_val,
                                val_offset=val_offset)
-        score = np.exp(df.assign(log=np.log(df.mse)).groupby(["lr", "steps"]).log.mean())
-        tuned[m] = tune(m, lambda c, sc=score: float(sc.loc[(c["lr"], c["steps"])]), grid_for(m, cfg),
-                        progress=False)
+        grid = grid_for(m, cfg)
+        axes = list(grid.axes)
+        score = np.exp(df.assign(log=np.log(df.mse)).groupby(axes).log.mean())
+        tuned[m] = tune(m, lambda c, sc=score, a=axes: float(sc.loc[tuple(c[x] for x in a)]), grid, progress=False)
         if tuned[m].edges.get("steps") == "upper":
             tuned[m].state_edge("steps", STEPS_EDGE)
         frames.append(df.assign(method=m))
     return tuned, (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame())
+
+
+def fixed_length(tuned, m: int):
+    """Prefix Tuning's row at one length ``m``: a :class:`~icml26.core.Tuned` named ``FIXED_PREFIX.format(m)``
+    whose configurations are the ``m`` slice of ``tuned`` (Prefix Tuning's lr x length grid, already scored on
+    validation tasks: nothing is run again), best of that slice chosen on the same validation scores. It keeps
+    the one-change comparison with CT-KV's cache (16 positions) one change apart when validation picks another
+    length for Prefix Tuning."""
+    if "m" not in tuned.grid.axes or m not in tuned.grid.axes["m"]:
+        raise ValueError(f"m: {m!r} is not a length of {tuned.method}'s grid ({tuned.grid})")
+    axes = {a: ([m] if a == "m" else list(v)) for a, v in tuned.grid.axes.items()}
+    scores = {tuple(sorted(c.items())): v for c, v in tuned.scores}
+    return tune(FIXED_PREFIX.format(m), lambda c: scores[tuple(sorted(c.items()))], Grid(**axes), goal=tuned.goal,
+                progress=False)
 
 
 def cost_of(method: str, tuned: dict) -> int:
@@ -264,18 +296,34 @@ def cost_of(method: str, tuned: dict) -> int:
 
 def redraw_control(model, cfg, conditions, seeds, *, methods=("prefix tuning", "ct-kv"), n_val: int | None = None,
                    n_tasks: int | None = None, val_offset: int = VAL_OFFSET + 1, edge_reason: str = "",
-                   device="cpu") -> tuple[dict, dict]:
+                   keep: dict | None = None, base: pd.DataFrame | None = None, device="cpu") -> tuple[dict, dict]:
     """The validation-draw control: re-tune ``methods`` (:func:`tune_methods`, same grids) on another draw of
     validation tasks (``val_offset``) and score them, with ICL as the control row, on the same test tasks and
     seeds as the main comparison (:func:`heldout_scores`). A chosen learning rate at an end of its grid is
-    stated with ``edge_reason`` (the notebook's text must say why it is kept), if one is given. Returns the
-    ``{method: Tuned}`` of this draw and its per-condition :func:`comparisons`."""
+    stated with ``edge_reason`` (the notebook's text must say why it is kept), if one is given. ``keep``:
+    ``{method: Tuned}`` of methods scored at the main draw's choice, not re-tuned (to save time); with ``base``,
+    the main comparison's :func:`heldout_scores` on the same seeds, ICL's and the kept methods' test scores are
+    read from it instead of run again (the same numbers: a seed fixes every draw). Returns the
+    ``{method: Tuned}`` of this draw (with ``keep``) and its per-condition :func:`comparisons`."""
+    keep = dict(keep or {})
+    if set(keep) & set(methods):
+        raise ValueError(f"keep: a method is both kept and re-tuned: {sorted(set(keep) & set(methods))}")
     tuned, _ = tune_methods(model, cfg, list(methods), conditions, device=device, n_val=n_val,
                             val_offset=val_offset)
     for t in tuned.values():
         if edge_reason and "lr" in t.edges:
             t.state_edge("lr", edge_reason)
-    test = heldout_scores(model, cfg, ["icl", *methods], conditions, seeds, tuned, n_tasks=n_tasks, device=device)
+    tuned = {**keep, **tuned}
+    reused = ["icl", *keep]
+    if base is not None:
+        old = base[base.method.isin(reused) & base.seed.isin(list(seeds)) & base.condition.isin(list(conditions))]
+        if len(old) != len(reused) * len(list(seeds)) * len(list(conditions)):
+            raise ValueError(f"base: needs the rows of {reused} on every seed and condition of the control")
+        new = heldout_scores(model, cfg, list(methods), conditions, seeds, tuned, n_tasks=n_tasks, device=device)
+        test = pd.concat([old, new], ignore_index=True)
+    else:
+        test = heldout_scores(model, cfg, [*reused, *methods], conditions, seeds, tuned, n_tasks=n_tasks,
+                              device=device)
     return tuned, comparisons(test, tuned, conditions)
 
 
@@ -315,11 +363,13 @@ def heldout_scores(model, cfg, methods, conditions, seeds, tuned: dict, *, n_tas
 
 
 def comparisons(test: pd.DataFrame, tuned: dict, conditions, control: str = "icl",
-                pooled: dict | None = None, methods=None) -> dict:
+                pooled: dict | None = None, methods=None, fewer_configs: dict | None = None) -> dict:
     """One :class:`~icml26.core.Comparison` of test MSE per condition (rows: ``methods``, by default those
     of ``test`` in order, per-seed mean MSE, chosen configuration, optimiser steps; ``control`` is the
     no-treatment row) and one more per entry ``name: [conditions]`` of ``pooled``: the per-seed geometric
-    mean of the test MSE over those conditions (every family weighs the same)."""
+    mean of the test MSE over those conditions (every family weighs the same). ``fewer_configs``: ``{method:
+    why its grid is smaller}`` (the comparison protocol's ``fewer_configs=``)."""
+    fewer = dict(fewer_configs or {})
     seeds = sorted(test.seed.unique().tolist())
     methods = list(dict.fromkeys(test.method)) if methods is None else list(methods)
 
@@ -327,7 +377,7 @@ def comparisons(test: pd.DataFrame, tuned: dict, conditions, control: str = "icl
         cmp = Comparison(metric, goal="min", seeds=seeds, budget="optimiser steps")
         for m in methods:
             cmp.add(m, per_seed(m), tuned=tuned.get(m), untuned=UNTUNED.get(m, ""), cost=cost_of(m, tuned),
-                    control=m == control)
+                    control=m == control, fewer_configs=fewer.get(m, ""))
         return cmp
 
     def seeds_of(c, m):

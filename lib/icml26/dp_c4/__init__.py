@@ -19,6 +19,7 @@ from .accounting import (
     gdp_eps,
     gdp_mu,
     rdp_subsampled_gaussian,
+    replace_one_eps,
 )
 from .baselines import dp_sgd
 from .experiments import (
@@ -27,6 +28,7 @@ from .experiments import (
     best_of_grid,
     bootstrap_ratio,
     clipped_fixed_points,
+    comparison_table,
     decay_race,
     eps_vs_stages,
     eps_vs_steps,
@@ -34,8 +36,14 @@ from .experiments import (
     evaluate,
     loglog_slope,
     noiseless_race,
+    paired_comparisons,
+    probe_edges,
+    run_configs,
+    runs_frame,
     sensitivity_check,
     tilt_vs_n,
+    validated,
+    zero_model_distance,
 )
 from .method import StagedSchedule, Trace, clip_rows, dp_c4, dp_c4_step, geometric_thresholds
 from .presets import PRESETS, DPC4Preset, preset
@@ -58,6 +66,11 @@ __all__ = [
     "gdp_eps",
     "gdp_mu",
     "rdp_subsampled_gaussian",
+    "replace_one_eps",
+    "run_configs",
+    "runs_frame",
+    "validated",
+    "zero_model_distance",
     "dp_sgd",
     "StagedSchedule",
     "Trace",
@@ -72,6 +85,9 @@ __all__ = [
     "heavy_tailed_logistic",
     "toy_problem",
     "accountant_comparison",
+    "comparison_table",
+    "paired_comparisons",
+    "probe_edges",
     "accountant_table",
     "best_of_grid",
     "bootstrap_ratio",

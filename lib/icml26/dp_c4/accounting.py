@@ -24,6 +24,7 @@ ORDERS = tuple(range(2, 257))
 #: terms, three live at once), in bytes; past it the call raises instead of allocating
 MAX_RDP_BYTES = 2 * 1024 ** 3
 _ALLOC_CACHE: dict = {}
+PRV_EPS_ERROR = 1e-2   # the error bound asked of Opacus's PRV accountant (its eps_error)
 BACKENDS = ("rdp", "dp_accounting_rdp", "pld", "gdp", "opacus_rdp", "opacus_prv")
 
 
@@ -218,7 +219,7 @@ def epsilon(sigmas, steps_per_stage: int, q: float, delta: float, backend: str =
         acc.history = [(float(sk), q, m) for sk in s]        # (noise multiplier, sample rate, steps)
         if backend == "opacus_rdp":
             return float(acc.get_epsilon(delta, alphas=[float(a) for a in _orders(orders)]))
-        return float(acc.get_epsilon(delta, eps_error=1e-2))
+        return float(acc.get_epsilon(delta, eps_error=PRV_EPS_ERROR))
     import dp_accounting
 
     events = [dp_accounting.SelfComposedDpEvent(
@@ -283,3 +284,25 @@ def calibrate_sigma(T: int, q: float, eps: float, delta: float, backend: str = "
     """Algorithm 3: the single noise multiplier of DP-SGD / DP-GD with T steps hitting (eps, delta)."""
     T = _steps(T, "T")
     return float(allocate_sigmas(np.ones(1), T, q, eps, delta, shape="uniform", backend=backend)[0])
+
+
+def replace_one_eps(sigma: float, steps: int, q: float, delta: float) -> dict:
+    """Epsilon of ``steps`` steps of the Poisson-subsampled Gaussian (noise multiplier ``sigma``) under
+    three readings, with Google's PLD accountant: ``add_remove`` (the chapter's adjacency),
+    ``replace_one`` (one example swapped: the tight number) and ``doubled`` (the shortcut "twice the
+    sensitivity": add/remove at noise multiplier sigma/2, an upper bound on replace-one)."""
+    import dp_accounting
+
+    sigma = _real("sigma", sigma, 0.0, None)
+    steps, q, delta = _steps(steps, "steps"), check_q(q), check_delta(delta)
+    rel = dp_accounting.NeighboringRelation
+
+    def pld(s, relation):
+        ev = dp_accounting.GaussianDpEvent(s)
+        ev = dp_accounting.PoissonSampledDpEvent(q, ev) if q < 1 else ev
+        acc = dp_accounting.pld.PLDAccountant(neighboring_relation=relation, value_discretization_interval=1e-4)
+        acc.compose(dp_accounting.SelfComposedDpEvent(ev, steps))
+        return float(acc.get_epsilon(delta))
+
+    return {"add_remove": pld(sigma, rel.ADD_OR_REMOVE_ONE), "replace_one": pld(sigma, rel.REPLACE_ONE),
+            "doubled": pld(sigma / 2, rel.ADD_OR_REMOVE_ONE)}

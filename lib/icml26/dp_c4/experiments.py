@@ -190,14 +190,17 @@ def bootstrap_ratio(a, b, n_boot: int = 2000, seed: int = 0, level: float = 0.9)
 
 
 def tilt_vs_n(n_list, d: int, lam: float, eps: float, delta: float, T: int, lr: float, C: float, C0: float,
-              rho: float, seeds: int, seed: int = 0, device=None) -> pd.DataFrame:
+              rho: float, seeds: int, seed: int = 0, device=None, methods=("DP-GD", "DP-C4")) -> pd.DataFrame:
     """Spec T4: final distance to x* against the data-set size n at fixed (eps, delta), full batch (GDP),
     for DP-GD (clipping norm ``C``) and DP-C4 (per-step thresholds :math:`C_0\rho^t`, sqrt allocation),
-    with the same hyperparameters for every n. Also the predicted size of DP-C4's tilt,
+    with the same hyperparameters for every n (``methods`` picks a subset). Also the predicted size of DP-C4's tilt,
     :math:`\\sqrt{\\mathbb E\\|\\nabla^2F(x^\\star)^{-1}e_\\infty\\|^2}` with
     :math:`\\operatorname{Cov}e_\\infty=\\frac1{n^2}\\sum_t\\sigma_t^2C_t^2I`. One row per (n, method, seed)."""
     seeds, T = _check_int("seeds", seeds), _check_int("T", T)
     check_device(device)
+    methods = tuple(methods)
+    if not methods or any(k not in ("DP-GD", "DP-C4") for k in methods):
+        raise ValueError(f"methods must be a non-empty subset of ('DP-GD', 'DP-C4'), got {methods}")
     thr = geometric_thresholds(C0, rho, T)
     sg = allocate_sigmas(thr.numpy(), 1, 1.0, eps, delta, backend="gdp")
     sig = calibrate_sigma(T, 1.0, eps, delta, backend="gdp")
@@ -210,11 +213,14 @@ def tilt_vs_n(n_list, d: int, lam: float, eps: float, delta: float, T: int, lr: 
         Hinv = torch.linalg.inv(train.hessian(xs))
         pred = math.sqrt(acc_var / n ** 2 * float((Hinv ** 2).sum()))
         gen = torch.Generator(device=device or "cpu").manual_seed(int(seed) + 100 * k)
-        gd = dp_sgd(train, T, lr, torch.full((seeds,), float(C), dtype=torch.float64), sig, 1.0, gen, x_star=xs,
-                    log_every=T)
-        c4 = dp_c4(train, StagedSchedule(thr.repeat(seeds, 1), torch.tensor(sg).repeat(seeds, 1), 1), lr, 1.0,
-                   gen, x_star=xs, log_every=T)
-        for name, tr in (("DP-GD", gd), ("DP-C4", c4)):
+        traces = {}
+        if "DP-GD" in methods:
+            traces["DP-GD"] = dp_sgd(train, T, lr, torch.full((seeds,), float(C), dtype=torch.float64), sig, 1.0,
+                                     gen, x_star=xs, log_every=T)
+        if "DP-C4" in methods:
+            traces["DP-C4"] = dp_c4(train, StagedSchedule(thr.repeat(seeds, 1), torch.tensor(sg).repeat(seeds, 1), 1),
+                                    lr, 1.0, gen, x_star=xs, log_every=T)
+        for name, tr in traces.items():
             for s_ in range(seeds):
                 rows.append(dict(n=n, method=name, seed=s_, dist=float(tr.dist[s_, -1]), predicted_tilt=pred))
     return pd.DataFrame(rows)
@@ -336,3 +342,221 @@ def eps_vs_steps(q: float, T: int, K: int, eps: float, delta: float, C0: float, 
             rows.append(dict(steps=int(k * m), backend=b, dpsgd=epsilon(np.array([sig]), int(k * m), q, delta, b),
                              dpc4=epsilon(sg2[:k], m, q, delta, b)))
     return pd.DataFrame(rows)
+
+
+# -- the comparison protocol (issue 37): validated grids, paired seeds, costs, a no-treatment row ---------
+KINDS = ("sgd", "c4", "c4-no-anchors")
+
+
+def run_configs(problem: FiniteSumProblem, x_star, kind: str, configs, q: float, T: int, K: int, delta: float,
+                seeds: int, seed: int, backend: str = "rdp", tail: int = 0, log_every: int = 10, device=None) -> dict:
+    """Run every configuration of one method on ``seeds`` seeds in **one batched call**.
+
+    ``kind``: ``"sgd"`` (DP-SGD / DP-GD; a configuration holds ``eps, lr, C``), ``"c4"`` (DP-C4;
+    ``eps, lr, C0, rho`` and optionally ``shape``, default ``"sqrt"``) or ``"c4-no-anchors"`` (DP-C4's
+    thresholds and allocation with the anchors held at zero: DP-SGD on DP-C4's schedule). Every run is
+    calibrated to its ``eps`` at ``delta`` with ``backend``. Runs are configuration-major and share
+    ``seeds`` random streams drawn from a generator seeded by ``seed``: every configuration, and every
+    call with the same ``(seed, seeds)``, sees the same Poisson batches and standard-normal noise draws
+    per seed (paired seeds; the data set and the initial point x0 = 0 are the same for all).
+
+    Returns arrays of shape ``(configs, seeds)``: ``dist`` (final iterate), ``dist_avg`` (mean of the
+    last ``tail`` iterates; NaN when ``tail = 0``), ``clip_last`` (share of clipped batch rows in the last
+    stage), and per configuration ``sigma_first, sigma_last, std_first, std_last``; plus the distance
+    curves ``(configs, seeds, logs)`` and the logged ``steps``."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    configs = [dict(c) for c in configs]
+    if not configs:
+        raise ValueError("configs must hold at least one configuration")
+    need = ("eps", "lr", "C") if kind == "sgd" else ("eps", "lr", "C0", "rho")
+    for c in configs:
+        missing = [k for k in need if k not in c]
+        if missing:
+            raise ValueError(f"configs: {c} lacks {missing} (kind {kind!r} needs {need})")
+    T, K, seeds = _check_int("T", T), _check_int("K", K), _check_int("seeds", seeds)
+    if T % K:
+        raise ValueError(f"K must divide T, got T={T}, K={K}")
+    delta, m = check_delta(delta), T // K
+    check_device(device)
+    gen = torch.Generator(device=device or "cpu").manual_seed(int(seed))
+    lr = torch.tensor(np.repeat([float(c["lr"]) for c in configs], seeds))
+    kw = dict(x_star=x_star, log_every=log_every, streams=seeds, tail=tail)
+    if kind == "sgd":
+        sig = np.array([calibrate_sigma(T, q, check_eps(c["eps"]), delta, backend) for c in configs])
+        C = np.array([float(c["C"]) for c in configs])
+        th, sg = C[:, None], sig[:, None]
+        tr = dp_sgd(problem, T, lr, torch.tensor(np.repeat(C, seeds)), torch.tensor(np.repeat(sig, seeds)), q, gen,
+                    **kw)
+    else:
+        th = np.stack([geometric_thresholds(float(c["C0"]), float(c["rho"]), K).numpy() for c in configs])
+        sg = np.stack([allocate_sigmas(t, m, q, check_eps(c["eps"]), delta, shape=c.get("shape", "sqrt"),
+                                       backend=backend) for t, c in zip(th, configs)])
+        sch = StagedSchedule(torch.tensor(np.repeat(th, seeds, 0)), torch.tensor(np.repeat(sg, seeds, 0)), m)
+        tr = dp_c4(problem, sch, lr, q, gen, anchors=kind == "c4", **kw)
+    G = len(configs)
+    last = tr.steps >= T - m
+    out = {"dist": tr.dist[:, -1].reshape(G, seeds).numpy(),
+           "dist_avg": ((tr.x_avg - x_star.to(tr.x_avg)).norm(dim=-1).reshape(G, seeds).cpu().numpy() if tail
+                        else np.full((G, seeds), np.nan)),
+           "clip_last": tr.clip_frac[:, last].mean(1).reshape(G, seeds).numpy(),
+           "sigma_first": sg[:, 0], "sigma_last": sg[:, -1], "std_first": sg[:, 0] * th[:, 0],
+           "std_last": sg[:, -1] * th[:, -1], "curves": tr.dist.reshape(G, seeds, -1).numpy(),
+           "steps": tr.steps.numpy()}
+    return out
+
+
+def validated(problem: FiniteSumProblem, x_star, kind: str, grid, eps_list, fixed: dict | None = None, *,
+              metric="dist", q: float, T: int, K: int, delta: float, seeds: int, seed: int,
+              backend: str = "rdp", tail: int = 0, device=None) -> dict:
+    """Score every configuration of ``grid`` (a :class:`icml26.core.Grid`) at every ``eps`` on the
+    **validation** seeds (streams of ``seed``, disjoint from the test seeds) in one batched call, and
+    tune it with :func:`icml26.core.tune`: ``{eps: Tuned}``. The validation score of a configuration is
+    its ``metric`` (``"dist"``, final iterate, or ``"dist_avg"``, mean of the last ``tail`` iterates)
+    averaged over the validation seeds; a tuple of metrics returns ``{metric: {eps: Tuned}}`` from the
+    same runs. ``fixed`` adds constant keys to every configuration (e.g. ``rho=1.0``)."""
+    from icml26.core import tune
+
+    fixed = dict(fixed or {})
+    metrics = (metric,) if isinstance(metric, str) else tuple(metric)
+    if not metrics or any(mt not in ("dist", "dist_avg") for mt in metrics):
+        raise ValueError(f"metric must be 'dist', 'dist_avg' or a tuple of them, got {metric!r}")
+    if "dist_avg" in metrics and not tail:
+        raise ValueError("tail: metric 'dist_avg' needs tail > 0 (the number of iterates averaged)")
+    base = grid.configs()
+    configs = [dict(c, **fixed, eps=float(e)) for e in eps_list for c in base]
+    r = run_configs(problem, x_star, kind, configs, q, T, K, delta, seeds, seed, backend, tail, log_every=T,
+                    device=device)
+    out = {}
+    for mt in metrics:
+        score, out[mt] = r[mt].mean(1), {}
+        for i, eps in enumerate(eps_list):
+            table = {tuple(sorted(c.items())): float(v) for c, v in zip(base, score[i * len(base):(i + 1) * len(base)])}
+            out[mt][float(eps)] = tune(f"{kind} at eps={eps:g}", lambda c, t=table: t[tuple(sorted(c.items()))],
+                                       grid, progress=False)
+    return out[metric] if isinstance(metric, str) else out
+
+
+def paired_comparisons(problem: FiniteSumProblem, x_star, methods: dict, eps_list, *, q: float, T: int, K: int,
+                       delta: float, seeds: int, seed: int, backend: str = "rdp", tail: int = 0,
+                       log_every: int = 10, device=None, control: str | None = "zero model (no step)"):
+    """Test runs of validated methods on ``seeds`` **test** seeds (streams of ``seed``), one
+    :class:`icml26.core.Comparison` per ``eps`` (metric: final distance to x*, budget: optimiser steps).
+
+    ``methods`` maps a row name to a dict with ``kind`` (see :func:`run_configs`), ``tuned``
+    (``{eps: Tuned}`` from :func:`validated`), optional ``metric`` (``"dist"`` or ``"dist_avg"``),
+    ``fixed`` (keys added to the chosen configuration, e.g. ``rho=1.0`` or ``shape="uniform"``) and, for
+    an ablation without its own tuning, ``untuned`` (the reason, e.g. "DP-C4's validated schedule,
+    uniform allocation"). Every row runs with the same streams, so seed s has the same Poisson batches
+    and noise draws in every row. ``control`` names the no-treatment row: the starting point x0 = 0,
+    no step and no privacy spent (cost 0). Returns ``(comparisons, runs)``; ``runs[eps][name]`` holds
+    the row's :func:`run_configs` arrays for that eps (curves, clip shares, noise std)."""
+    from icml26.core import Comparison
+
+    eps_list = [float(e) for e in eps_list]
+    cmps = {e: Comparison("final distance to x*", goal="min", seeds=list(range(seeds)), budget="optimiser steps")
+            for e in eps_list}
+    runs = {e: {} for e in eps_list}
+    for name, spec in methods.items():
+        tuned, metric = spec["tuned"], spec.get("metric", "dist")
+        configs = [dict(tuned[e].best, **spec.get("fixed", {}), eps=e) for e in eps_list]
+        r = run_configs(problem, x_star, spec["kind"], configs, q, T, K, delta, seeds, seed, backend, tail,
+                        log_every, device)
+        for i, e in enumerate(eps_list):
+            runs[e][name] = {k: v[i] for k, v in r.items() if k != "steps"} | {"steps": r["steps"],
+                                                                                  "config": configs[i]}
+            if spec.get("untuned"):
+                cmps[e].add(name, r[metric][i], untuned=spec["untuned"], cost=T)
+            else:
+                cmps[e].add(name, r[metric][i], tuned=tuned[e], cost=T)
+    if control:
+        for e in eps_list:
+            cmps[e].add(control, zero_model_distance(x_star, seeds), untuned="no step taken: nothing to tune",
+                        cost=0, control=True)
+    return cmps, runs
+
+
+def zero_model_distance(x_star, seeds: int) -> np.ndarray:
+    """The no-treatment row: the starting point x0 = 0 (no step taken, no privacy spent), per seed."""
+    return np.full(_check_int("seeds", seeds), float(torch.as_tensor(x_star).norm()))
+
+
+def runs_frame(runs: dict, names) -> tuple[pd.DataFrame, dict]:
+    """The test runs of :func:`paired_comparisons` for ``names`` as ``(table, curves)`` in the format of
+    :func:`~.plots.curves` and :func:`~.plots.noise_std`: one row per (eps, method) with the chosen
+    configuration, noise std, mean final distance and share of clipped rows in the last stage."""
+    rows, curves = [], {}
+    for eps, by_name in runs.items():
+        for name in names:
+            r = by_name[name]
+            c = r["config"]
+            curves[len(rows)] = r["curves"]
+            rows.append(dict(method=name, eps=float(eps), lr=c["lr"], C0=c.get("C0", c.get("C")),
+                             rho=c.get("rho", 1.0), shape=c.get("shape", "sqrt" if "C0" in c else "-"),
+                             sigma_first=r["sigma_first"], std_first=r["std_first"], std_last=r["std_last"],
+                             dist=float(np.mean(r["dist"])), clip_last=float(np.mean(r["clip_last"])),
+                             steps=r["steps"]))
+    return pd.DataFrame(rows), curves
+
+
+def _beyond(axis: str, values: tuple, side: str):
+    """One geometric grid step past the ``side`` end of an ordered positive axis; ``rho`` at its upper
+    end steps geometrically in ``1 - rho`` (so it stays below 1). None when ``rho`` is already 1."""
+    end, nxt = (values[0], values[1]) if side == "lower" else (values[-1], values[-2])
+    if axis == "rho" and side == "upper":
+        return None if end >= 1.0 else 1.0 - (1.0 - end) ** 2 / (1.0 - nxt)
+    return end * end / nxt
+
+
+def probe_edges(problem: FiniteSumProblem, x_star, kind: str, tuned: dict, fixed: dict | None = None, *,
+                metric: str = "dist", tol: float = 0.01, q: float, T: int, K: int, delta: float, seeds: int,
+                seed: int, backend: str = "rdp", tail: int = 0, device=None) -> pd.DataFrame:
+    """Probe every grid edge of validated methods (``tuned`` = ``{eps: Tuned}`` from :func:`validated`)
+    one geometric grid step beyond it, on the **same validation seeds**, all in one batched call. An
+    edge is stated (:meth:`icml26.core.Tuned.state_edge`) only if the probe does not beat the chosen
+    configuration by more than ``tol`` (relative), with the measured numbers as its reason; otherwise it
+    stays unstated and an asserted comparison fails its protocol (extend the grid). ``rho`` at its upper
+    end is probed with the constant threshold ``rho = 1`` at most. Returns one row per edge: method, eps,
+    axis, side, chosen and probed value, their validation scores and whether the edge was stated."""
+    fixed = dict(fixed or {})
+    tol = float(tol)
+    if not 0 <= tol < 1:
+        raise ValueError(f"tol must be in [0, 1), got {tol}")
+    todo = []
+    for eps, t in tuned.items():
+        for axis, side in t.edges.items():
+            v = _beyond(axis, t.grid.axes[axis], side)
+            todo.append((float(eps), t, axis, side, v))
+    probes = [dict(t.best, **fixed, **{axis: v}, eps=eps) for eps, t, axis, side, v in todo if v is not None]
+    scores = iter(run_configs(problem, x_star, kind, probes, q, T, K, delta, seeds, seed, backend, tail, log_every=T,
+                              device=device)[metric].mean(1) if probes else [])
+    rows = []
+    for eps, t, axis, side, v in todo:
+        best = float(t.best_score)
+        if v is None:
+            score, reason = float("nan"), f"{axis} = 1 (a constant threshold) is the largest value it can take"
+        else:
+            score = float(next(scores))
+            reason = (f"one grid step beyond the {side} edge, {axis} = {v:.4g}, scores {score:.4g} on the validation "
+                      f"seeds against {best:.4g} at {axis} = {t.best[axis]:.4g} (not better by more than {tol:.0%})"
+                      if score >= best * (1 - tol) else "")
+        if reason:
+            t.state_edge(axis, reason)
+        rows.append(dict(method=t.method.split(" at ")[0], eps=eps, axis=axis, side=side, chosen=t.best[axis], validation=best, probe=v,
+                         probe_validation=score, stated=bool(reason)))
+    return pd.DataFrame(rows, columns=["method", "eps", "axis", "side", "chosen", "validation", "probe",
+                                       "probe_validation", "stated"])
+
+
+def comparison_table(cmps: dict, T: int) -> pd.DataFrame:
+    """The per-method tables of the comparisons of :func:`paired_comparisons`, one block per eps, with
+    the costs of every row: optimiser steps and privacy spent (0 for the no-treatment row)."""
+    out = []
+    for eps, c in cmps.items():
+        f = c.frame()
+        control = f["method"].str.endswith("(control)")
+        f.insert(0, "eps", float(eps))
+        f["privacy spent (eps)"] = np.where(control, 0.0, float(eps))
+        f["optimiser steps"] = np.where(control, 0, int(T))
+        out.append(f)
+    return pd.concat(out, ignore_index=True)

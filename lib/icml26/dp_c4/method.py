@@ -32,7 +32,7 @@ def clip_rows(G: Tensor, C) -> Tensor:
         raise TypeError("G must be a tensor with at least one axis")
     if G.dtype not in (torch.float32, torch.float64):
         raise TypeError(f"G must be float32 or float64, got {G.dtype}")
-    if G.shape[-1] == 0 or not bool(torch.isfinite(G).all()):
+    if G.shape[-1] == 0:
         raise ValueError(f"G must have a non-empty last axis and finite entries, got shape {tuple(G.shape)}")
     if isinstance(C, bool) or not isinstance(C, (int, float, np.integer, np.floating, Tensor)):
         raise TypeError(f"C must be a positive number or a tensor, got {type(C).__name__}")
@@ -40,6 +40,10 @@ def clip_rows(G: Tensor, C) -> Tensor:
     if C.numel() == 0 or not bool(torch.isfinite(C).all()) or bool((C <= 0).any()):
         raise ValueError(f"C must be finite and > 0, got {C}")
     norms = G.norm(dim=-1)
+    # a NaN or inf entry makes its row's norm non-finite, so the full check of G runs only then (it is
+    # as costly as the clip itself); an overflowed but finite row also lands here and passes it
+    if not bool(torch.isfinite(norms).all()) and not bool(torch.isfinite(G).all()):
+        raise ValueError(f"G must have a non-empty last axis and finite entries, got shape {tuple(G.shape)}")
     try:
         torch.broadcast_shapes(C.shape, norms.shape)
     except RuntimeError as exc:
@@ -51,7 +55,7 @@ def clip_rows(G: Tensor, C) -> Tensor:
     if bool(huge.any()):
         m = torch.where(huge, G.abs().amax(-1), torch.ones_like(norms))
         scale = torch.where(huge, (C / m) / (G / m[..., None]).norm(dim=-1), scale)
-    return torch.where(over[..., None], G * scale[..., None], G)
+    return G * scale[..., None]              # scale is exactly 1 on rows within C: they come back bit for bit
 
 
 @dataclass
@@ -125,13 +129,42 @@ class Trace:
     innov_norm: Tensor
     tilt: Tensor | None = None
     eps: float | None = None
+    x_avg: Tensor | None = None     # mean of the last ``tail`` iterates (post-processing), when ``tail > 0``
+
+
+def _check_lr(lr, runs: int) -> float | Tensor:
+    """A positive step size, or one per run: a 1-D tensor/sequence of ``runs`` positive numbers."""
+    if isinstance(lr, (Tensor, list, tuple, np.ndarray)):
+        try:
+            t = torch.as_tensor(lr, dtype=torch.float64).reshape(-1)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise TypeError(f"lr must be a number or a 1-D sequence of numbers: {exc}") from None
+        if t.numel() not in (1, runs) or not bool(torch.isfinite(t).all()) or bool((t <= 0).any()):
+            raise ValueError(f"lr must hold 1 or {runs} finite positive step sizes (one per run), got {lr!r:.80}")
+        return t if t.numel() == runs else float(t[0])
+    return _check_pos("lr", lr)
+
+
+def _check_streams(streams, runs: int) -> int:
+    """``streams`` S independent random streams shared by R = S x configs runs (0: one stream per run)."""
+    streams = _check_int("streams", streams, 0)
+    if streams and runs % streams:
+        raise ValueError(f"streams must divide the number of runs R={runs}, got {streams}")
+    return streams
+
+
+def _check_tail(tail, T: int) -> int:
+    tail = _check_int("tail", tail, 0)
+    if tail > T:
+        raise ValueError(f"tail must be at most T={T} (iterates averaged), got {tail}")
+    return tail
 
 
 def _check_run_args(problem, lr, q, x0, runs, generator=None):
     if not isinstance(problem, FiniteSumProblem):
         raise TypeError(f"problem must be a FiniteSumProblem, got {type(problem).__name__}")
     check_generator(generator)
-    lr = _check_pos("lr", lr)
+    lr = _check_lr(lr, runs)
     if isinstance(q, bool) or not isinstance(q, (int, float, np.floating)) or not math.isfinite(q) \
             or not 0 < q <= 1:
         raise ValueError(f"q must be in (0, 1], got {q!r}")
@@ -147,30 +180,42 @@ def _check_run_args(problem, lr, q, x0, runs, generator=None):
         if not x0.is_floating_point() or not bool(torch.isfinite(x0).all()):
             raise ValueError("x0 must be a floating tensor with finite entries (no NaN or inf)")
         x = x0.to(problem.X).expand(runs, problem.dim).clone()
+    if isinstance(lr, Tensor):
+        lr = lr.to(x)[:, None]
     return lr, float(q), x
 
 
-def _mask(R: int, n: int, q: float, generator, like: Tensor) -> Tensor:
-    """Poisson sampling: each example independently in the batch with probability q, per run."""
+def _mask(R: int, n: int, q: float, generator, like: Tensor, streams: int = 0) -> Tensor:
+    """Poisson sampling: each example independently in the batch with probability q, per run. With
+    ``streams`` S > 0, run r uses stream r mod S (runs ordered configuration-major, seeds inner), so
+    every configuration sees the same batches per seed (common random numbers)."""
     if q == 1.0:
         return torch.ones(R, n, dtype=like.dtype, device=like.device)
-    u = torch.rand(R, n, generator=generator, dtype=like.dtype, device=generator.device if generator else None)
-    return (u.to(like.device) < q).to(like.dtype)
+    S = streams or R
+    u = torch.rand(S, n, generator=generator, dtype=like.dtype, device=generator.device if generator else None)
+    return (u.to(like.device) < q).to(like.dtype).repeat(R // S, 1)
 
 
-def _batch_idx(mask: Tensor) -> tuple[Tensor, Tensor]:
+def _batch_idx(mask: Tensor, streams: int = 0) -> tuple[Tensor, Tensor]:
     """Padded indices of each run's Poisson batch: ``idx`` ``(R, b)`` with b the largest batch, members
     first (in index order), and ``valid`` ``(R, b)``, 1 for members, 0 for padding (padding indices are
-    distinct non-members, so scattering zeros back through them is harmless)."""
+    distinct non-members, so scattering zeros back through them is harmless). With ``streams`` S > 0 the
+    rows repeat with period S (:func:`_mask`), so only the first S are sorted and the result repeated."""
+    if streams and streams < len(mask):
+        idx, valid = _batch_idx(mask[:streams])
+        reps = len(mask) // streams
+        return idx.repeat(reps, 1), valid.repeat(reps, 1)
     b = max(int(mask.sum(1).max()), 1)
     idx = torch.argsort(mask, dim=1, descending=True, stable=True)[:, :b]
     return idx, mask.gather(1, idx)
 
 
-def _noise(R: int, d: int, generator, like: Tensor) -> Tensor:
-    z = torch.randn(R, d, generator=generator, dtype=like.dtype,
+def _noise(R: int, d: int, generator, like: Tensor, streams: int = 0) -> Tensor:
+    """Standard normal draws ``(R, d)``; with ``streams`` S > 0, run r gets stream r mod S (see :func:`_mask`)."""
+    S = streams or R
+    z = torch.randn(S, d, generator=generator, dtype=like.dtype,
                     device=generator.device if generator is not None else None)
-    return z.to(like.device)
+    return z.to(like.device).repeat(R // S, 1)
 
 
 def dp_c4_step(G: Tensor, h: Tensor, H: Tensor, mask: Tensor, C: Tensor, noise: Tensor, q: float,
@@ -197,7 +242,8 @@ def dp_c4_step(G: Tensor, h: Tensor, H: Tensor, mask: Tensor, C: Tensor, noise: 
 
 def dp_c4(problem: FiniteSumProblem, schedule: StagedSchedule, lr: float, q: float = 1.0, generator=None,
           x0: Tensor | None = None, x_star: Tensor | None = None, noise: bool = True, log_every: int = 1,
-          max_anchor_bytes: int = MAX_ANCHOR_BYTES, drop_tilt: bool = False) -> Trace:
+          max_anchor_bytes: int = MAX_ANCHOR_BYTES, drop_tilt: bool = False, anchors: bool = True,
+          streams: int = 0, tail: int = 0) -> Trace:
     """Algorithm 1, DP-C4 (reconstruction from the abstract): R runs at once, T = K m steps.
 
     Step t of stage k = floor(t/m): Poisson batch, innovation clip at :math:`C_k`, release with noise
@@ -207,12 +253,21 @@ def dp_c4(problem: FiniteSumProblem, schedule: StagedSchedule, lr: float, q: flo
 
     ``drop_tilt=True`` is a **non-private diagnostic**: after every step the public aggregate is reset to
     the exact anchor mean, :math:`\\tilde H\\leftarrow\\frac1n\\sum_ih_i`, so the noise of past steps is
-    forgotten (it reads private state; no privacy is claimed). It isolates the accumulated tilt."""
+    forgotten (it reads private state; no privacy is claimed). It isolates the accumulated tilt.
+
+    ``anchors=False`` keeps every anchor and :math:`\tilde H` at zero: the same thresholds, noise
+    allocation and privacy, but plain clipping of :math:`\nabla f_i` (DP-SGD on DP-C4's schedule), the
+    positive control of the anchors. ``lr`` may hold one step size per run. ``streams`` and ``tail`` as
+    in :func:`~.baselines.dp_sgd` (shared random streams per seed; average of the last ``tail`` iterates
+    in ``Trace.x_avg``)."""
+    if not isinstance(anchors, bool) or not isinstance(drop_tilt, bool):
+        raise TypeError("anchors and drop_tilt must be booleans")
     if not isinstance(schedule, StagedSchedule):
         raise TypeError(f"schedule must be a StagedSchedule, got {type(schedule).__name__}")
     R = schedule.runs
     lr, q, x = _check_run_args(problem, lr, q, x0, R, generator)
     log_every = _check_int("log_every", log_every)
+    streams, tail = _check_streams(streams, R), _check_tail(tail, schedule.T)
     if noise and bool((schedule.sigmas <= 0).any()):
         raise ValueError("sigmas must be > 0 when noise=True (sigma = 0 only with noise=False)")
     n, d = problem.n, problem.dim
@@ -230,15 +285,19 @@ def dp_c4(problem: FiniteSumProblem, schedule: StagedSchedule, lr: float, q: flo
     H = torch.zeros(R, d, dtype=x.dtype, device=x.device)
     logs = {k: [] for k in ("steps", "dist", "loss", "std", "clip", "innov")}
     m = schedule.steps_per_stage
+    x_sum = torch.zeros_like(x) if tail else None
+    row_base = (torch.arange(R, device=x.device) * n)[:, None]
     for t in range(schedule.T):
         k = t // m
         C, std = Cs[:, k], sig[:, k] * Cs[:, k]
-        mask = _mask(R, n, q, generator, x)
-        zeta = _noise(R, d, generator, x) * std[:, None] if noise else torch.zeros_like(H)
+        mask = _mask(R, n, q, generator, x, streams)
+        zeta = _noise(R, d, generator, x, streams) * std[:, None] if noise else torch.zeros_like(H)
         if q < 1:                       # Poisson batch: gradients and anchors of the sampled rows only
-            idx, bmask = _batch_idx(mask)
-            idx_e = idx[..., None].expand(-1, -1, d)
-            G, hb = problem.per_sample_grads(x, idx), h.gather(1, idx_e)
+            idx, bmask = _batch_idx(mask, streams)
+            # rows of the flat (R n, d) anchor table: index_select / index_copy_ move whole rows, much
+            # faster than gather / scatter_ along axis 1 with an expanded index (the same values)
+            flat = (idx + row_base).reshape(-1)
+            G, hb = problem.per_sample_grads(x, idx), h.view(-1, d).index_select(0, flat).view(R, -1, d)
         else:
             bmask, G, hb = mask, problem.per_sample_grads(x), h
         if t % log_every == 0 or t == schedule.T - 1:
@@ -246,16 +305,24 @@ def dp_c4(problem: FiniteSumProblem, schedule: StagedSchedule, lr: float, q: flo
             nb = bmask.sum(1).clamp_min(1)
             _log(logs, t, problem, x, x_star, std if noise else torch.zeros_like(std),
                  ((inn > C[:, None]).to(x.dtype) * bmask).sum(1) / nb, (inn * bmask).sum(1) / nb)
-        g, hb, H, _, _ = dp_c4_step(G, hb, H, bmask, C, zeta, q, n)
-        if q < 1:
-            h.scatter_(1, idx_e, hb)
+        g, hb, H_new, _, _ = dp_c4_step(G, hb, H, bmask, C, zeta, q, n)
+        if not anchors:                 # DP-SGD on DP-C4's schedule: anchors and H stay at zero
+            x = x - lr * g
         else:
-            h = hb
-        if drop_tilt:
-            H = h.mean(1)
-        x = x - lr * g
+            H = H_new
+            if q < 1:
+                h.view(-1, d).index_copy_(0, flat, hb.reshape(-1, d))   # batch rows are distinct
+            else:
+                h = hb
+            if drop_tilt:
+                H = h.mean(1)
+            x = x - lr * g
+        if tail and t >= schedule.T - tail:
+            x_sum += x
     tilt = H - h.mean(1)
-    return _trace(logs, problem, x, x_star, tilt)
+    tr = _trace(logs, problem, x, x_star, tilt)
+    tr.x_avg = x_sum / tail if tail else None
+    return tr
 
 
 def _log(logs, t, problem, x, x_star, std, clip, innov):

@@ -104,7 +104,8 @@ class FiniteSumProblem:
         xr, single = self._as_runs(x)
         if idx is not None:
             idx = self._check_idx(idx, len(xr))
-            Xb, yb = self.X[idx], self.y[idx]                                   # (R, b, d), (R, b)
+            Xb = self.X.index_select(0, idx.reshape(-1)).view(*idx.shape, -1)    # (R, b, d), rows of X
+            yb = self.y[idx]                                                      # (R, b)
             z = torch.einsum("rbd,rd->rb", Xb, xr)
             w = -yb * torch.sigmoid(-yb * z) if self.kind == "logistic" else z - yb
             return w[..., None] * Xb + self.lam * xr[:, None, :]

@@ -10,6 +10,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from icml26.core import Comparison, Grid, tune
+
 from .actions import FastLite
 from .data import DriveData, build_dataset
 from .metric import combine, pdm_score
@@ -52,6 +54,22 @@ def planner_comparison(cfg) -> dict:
                 batch=b, plan=plan, ref=ref)
 
 
+def navsim_normaliser_effect(res: dict) -> pd.DataFrame:
+    """PDMS and EP under the book's progress normaliser (the best progress of all twelve expert
+    candidates, times their gates) and under NAVSIM v1's (the progress of the one plan PDM-Closed
+    selects, here the demonstration, times its gates; the agent's own progress when larger).
+    ``res`` is :func:`planner_comparison`'s output."""
+    b = res["batch"]
+    own_expert = res["per_scene"]["expert"]["progress"]           # selected plan's progress x NC x DAC
+    rows = []
+    for name, p in (("expert", res["plan"]), ("constant velocity", constant_velocity_plan(b))):
+        book = res["per_scene"][name]
+        nav = pdm_score(b, p, own_expert)
+        rows.append(dict(planner=name, pdms_book=float(book["pdms"].mean()), pdms_navsim=float(nav["pdms"].mean()),
+                         ep_book=float(book["ep"].mean()), ep_navsim=float(nav["ep"].mean())))
+    return pd.DataFrame(rows).set_index("planner")
+
+
 def fast_sweep(plan: np.ndarray, gammas) -> pd.DataFrame:
     """FAST-lite round-trip error vs the quantisation scale gamma, with the Parseval bound
     sqrt(T) 0.5 / gamma * s per dimension (only rows without clipping are bounded)."""
@@ -89,7 +107,9 @@ def split_pairs(data: DriveData, frac: float = 0.8):
 
 def tokenizer_comparison(cfg, dev=None) -> dict:
     """Train the decoupled tokenizer and the coupled baseline (same steps, batch, total codes),
-    plus the no-BEV ablation when ``cfg.ablate_bev``; probe R^2 of ego motion on held-out pairs."""
+    plus the no-BEV ablation when ``cfg.ablate_bev``; probe R^2 of ego motion on held-out pairs.
+    The decoupled tokenizer is also trained with every seed of ``cfg.probe_seeds`` (same data,
+    steps and batch; the seed fixes the initialisation and the batch order): ``r2_seeds``."""
     data = build_dataset(cfg.tok_scenes, WorldConfig(), seed=cfg.seed + 100)
     tr, te = split_pairs(data)
     variants = {"decoupled": tok_config(cfg), "coupled": tok_config(cfg).coupled}
@@ -114,7 +134,15 @@ def tokenizer_comparison(cfg, dev=None) -> dict:
                          active=sum(use.values()), active_ego=use.get("ego", np.nan), active_env=use.get("env", np.nan),
                          bev_acc=bev_acc, bev_copy_acc=copy_acc, img_mse=img_mse, seconds=secs))
         models[name], curves[name] = tok, cur
-    return dict(table=pd.DataFrame(rows).set_index("tokenizer"), models=models, curves=curves, test=te, data=data)
+    seeds = [cfg.seed] + [s for s in cfg.probe_seeds if s != cfg.seed]
+    r2 = [dict(seed=cfg.seed, **{k: rows[0][k] for k in ("r2_ego", "r2_env", "r2_all")})]
+    for s in tqdm(seeds[1:], leave=False, desc="tokenizer seeds"):
+        tok, _ = train_tokenizer(tr, variants["decoupled"], cfg.tok_steps, cfg.tok_batch, cfg.tok_lr, s,
+                                 cfg.tok_steps, dev, eval_pairs=te)
+        pr = probe_ego_motion(tok.cpu(), te)
+        r2.append(dict(seed=s, r2_ego=pr["ego"], r2_env=pr["env"], r2_all=pr["all"]))
+    return dict(table=pd.DataFrame(rows).set_index("tokenizer"), models=models, curves=curves, test=te, data=data,
+                r2_seeds=pd.DataFrame(r2).set_index("seed"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,52 +157,127 @@ def _row(name, seed, ev):
                                                                               "tokens", "forwards", "ms")})
 
 
+def _sft_run(space, cfg, seed, lr, tr, tgt_tr, mode, dev) -> tuple:
+    """One SFT run of ``mode`` at ``lr`` from the seed's initialisation: (policy, loss curves)."""
+    pol = make_policy(space, cfg, seed).to(dev)
+    sft = SFTConfig(epochs=cfg.sft_epochs, batch=cfg.sft_batch, lr=lr, max_steps=cfg.sft_max_steps)
+    curves = sft_train(pol, tr, tgt_tr, mode, space, sft, seed)
+    return pol, curves
+
+
+LOWER_EDGE = ("the grid starts one octave above 1e-3, the worst value for both policies in an earlier "
+              "(1e-3, 2e-3, 4e-3) grid")
+
+
 def cot_experiment(cfg, dev=None) -> dict:
-    """Spec Sec. 7.3: tokenizer, CoT targets, SFT of every mode at identical epochs/batch/model,
-    greedy constrained evaluation (and oracle CoT), then GRPO from the SFT checkpoints."""
+    """Spec Sec. 7.3 under the comparison protocol. One tokenizer; targets of every mode; a
+    validation split of ``cfg.n_val`` scenes, on which ``none`` and ``dynamics`` are each tuned
+    over the same learning-rate grid ``cfg.sft_lr_grid`` (seed ``cfg.seeds[0]``); then, for every
+    training seed, SFT of ``none``, ``dynamics`` and the *shuffled-thought* control (the dynamics
+    thought of another training scene, at the dynamics policy's learning rate), greedy constrained
+    evaluation on the test scenes (and with the true thought, oracle CoT), and GRPO from each SFT
+    checkpoint of ``cfg.rft_modes`` with format-constrained sampling. ``meta`` and
+    ``future_image`` (when in ``cfg.modes``) are trained on the first seed only, at ``cfg.sft_lr``;
+    the earlier GRPO recipe (unconstrained sampling) runs once on the first seed when
+    ``cfg.rft_control``."""
     dev = dev or torch.device("cpu")
-    data = build_dataset(cfg.n_train + cfg.n_test, WorldConfig(), seed=cfg.seed + 200)
-    tr, te = data.subset(np.arange(cfg.n_train)), data.subset(np.arange(cfg.n_train, len(data)))
+    data = build_dataset(cfg.n_train + cfg.n_test + cfg.n_val, WorldConfig(), seed=cfg.seed + 200)
+    n0, n1 = cfg.n_train, cfg.n_train + cfg.n_test
+    tr, te, va = data.subset(np.arange(n0)), data.subset(np.arange(n0, n1)), data.subset(np.arange(n1, len(data)))
     tok, tok_curves = train_tokenizer(tr.pairs(), tok_config(cfg), cfg.cot_tok_steps, cfg.tok_batch, cfg.tok_lr,
                                       cfg.seed, max(1, cfg.cot_tok_steps // 4), dev)
     tok = tok.cpu()
     space = TokenSpace(m_ego=cfg.m_codes, m_env=cfg.m_codes, n_ego=cfg.n_codes, n_env=cfg.n_codes)
     act = FastLite()
-    ids_tr, ids_te = dynamics_ids(tok, tr), dynamics_ids(tok, te)
-    tgt = {m: (build_targets(tr, m, tok, act, space, ids_tr), build_targets(te, m, tok, act, space, ids_te))
-           for m in cfg.modes}
-    sft = SFTConfig(epochs=cfg.sft_epochs, batch=cfg.sft_batch, lr=cfg.sft_lr, max_steps=cfg.sft_max_steps)
+    ids = {k: dynamics_ids(tok, d) for k, d in (("tr", tr), ("te", te), ("va", va))}
+    modes = tuple(dict.fromkeys(("none", "dynamics") + tuple(cfg.modes)))
+    tgt = {mo: {k: build_targets(d, mo, tok, act, space, ids[k]) for k, d in (("tr", tr), ("te", te), ("va", va))}
+           for mo in modes}
+    perm = torch.randperm(len(tr), generator=torch.Generator().manual_seed(cfg.seed + 300))
+    shuffled = build_targets(tr, "dynamics", tok, act, space, ids["tr"][perm])   # another scene's thought
+    steps = min(cfg.sft_max_steps, cfg.sft_epochs * -(-cfg.n_train // cfg.sft_batch))
     rows, models, sft_curves, rft_curves, evals = [], {}, {}, {}, {}
+    s0 = cfg.seeds[0]
+
+    def record(variant, stage, seed, ev):
+        evals[(variant, stage, seed)] = ev
+        rows.append(dict(_row(variant, seed, ev), stage=stage))
+
+    # tuning on the validation scenes (seed s0); the chosen run is seed s0's model
+    tuned, cache = {}, {}
+    for mode in ("none", "dynamics"):
+        def score(c, mode=mode):
+            pol, cur = _sft_run(space, cfg, s0, c["lr"], tr, tgt[mode]["tr"], mode, dev)
+            cache[(mode, c["lr"])] = (pol, cur)
+            return evaluate_policy(pol, va, mode, space, act)["pdms"]
+        tuned[mode] = tune(mode, score, Grid(lr=list(cfg.sft_lr_grid)), goal="max", progress=False)
+        if tuned[mode].edges.get("lr") == "lower" and cfg.sft_lr_grid[0] >= 2e-3:
+            tuned[mode].state_edge("lr", LOWER_EDGE)
+    lr_of = {"none": tuned["none"].best["lr"], "dynamics": tuned["dynamics"].best["lr"],
+             "shuffled thought": tuned["dynamics"].best["lr"]}
     grpo = GRPOConfig(iterations=cfg.rft_iterations, group_size=cfg.group_size,
                       contexts_per_step=cfg.contexts_per_step, lr=cfg.rft_lr)
-    for seed in cfg.seeds:
-        for mode in tqdm(cfg.modes, leave=False, desc="SFT"):
-            pol = make_policy(space, cfg, seed).to(dev)
-            sft_curves[(mode, seed)] = sft_train(pol, tr, tgt[mode][0], mode, space, sft, seed)
-            ev = evaluate_policy(pol, te, mode, space, act)
-            evals[(mode, "SFT", seed)] = ev
-            rows.append(dict(_row(mode, seed, ev), stage="SFT"))
-            if mode in ("dynamics", "future_image"):
-                ev = evaluate_policy(pol, te, mode, space, act, oracle_cot=True, targets=tgt[mode][1])
-                evals[(mode, "oracle", seed)] = ev
-                rows.append(dict(_row(mode, seed, ev), stage="SFT, oracle CoT"))
-            models[(mode, "SFT", seed)] = pol
+    for seed in tqdm(cfg.seeds, leave=False, desc="seeds"):
+        jobs = [("none", "none", tgt["none"]["tr"]), ("dynamics", "dynamics", tgt["dynamics"]["tr"]),
+                ("shuffled thought", "dynamics", shuffled)]
+        if seed == s0:
+            jobs += [(mo, mo, tgt[mo]["tr"]) for mo in modes if mo not in ("none", "dynamics")]
+        for variant, mode, t_tr in jobs:
+            lr = lr_of.get(variant, cfg.sft_lr)
+            if seed == s0 and (variant, lr) in cache:
+                pol, cur = cache[(variant, lr)]
+            else:
+                pol, cur = _sft_run(space, cfg, seed, lr, tr, t_tr, mode, dev)
+            sft_curves[(variant, seed)] = cur
+            record(variant, "SFT", seed, evaluate_policy(pol, te, mode, space, act))
+            if variant in ("dynamics", "future_image", "meta"):
+                record(variant, "SFT, oracle CoT", seed, evaluate_policy(pol, te, mode, space, act, oracle_cot=True,
+                                                                         targets=tgt[mode]["te"]))
+            models[(variant, "SFT", seed)] = pol
         for mode in cfg.rft_modes:
-            pol = models[(mode, "SFT", seed)]
-            ref = clone_frozen(pol)
-            pol2 = clone_frozen(pol)
-            for p in pol2.parameters():
-                p.requires_grad_(True)
-            rft_curves[(mode, seed)] = rft_train(pol2, ref, tr, mode, space, act, grpo, seed)
-            ev = evaluate_policy(pol2, te, mode, space, act)
-            evals[(mode, "SFT+RFT", seed)] = ev
-            rows.append(dict(_row(mode, seed, ev), stage="SFT+RFT"))
-            models[(mode, "SFT+RFT", seed)] = pol2
+            recipes = [("SFT+RFT", grpo)]
+            if seed == s0 and cfg.rft_control:
+                recipes.append(("SFT+RFT, unconstrained sampling", replace(grpo, constrained=False)))
+            for stage, g in recipes:
+                pol = models[(mode, "SFT", seed)]
+                ref, pol2 = clone_frozen(pol), clone_frozen(pol)
+                for p in pol2.parameters():
+                    p.requires_grad_(True)
+                cur = rft_train(pol2, ref, tr, mode, space, act, g, seed)
+                if stage == "SFT+RFT":
+                    rft_curves[(mode, seed)] = cur
+                    models[(mode, stage, seed)] = pol2
+                record(mode, stage, seed, evaluate_policy(pol2, te, mode, space, act))
     expert = pdm_score(te.batch, te.plan, te.ref)
     cv = pdm_score(te.batch, te.cv, te.ref)
     return dict(table=pd.DataFrame(rows), models=models, evals=evals, sft_curves=sft_curves, rft_curves=rft_curves,
-                tok=tok, tok_curves=tok_curves, space=space, act=act, test=te, train=tr, targets=tgt,
-                expert=float(expert["pdms"].mean()), cv=float(cv["pdms"].mean()))
+                tok=tok, tok_curves=tok_curves, space=space, act=act, test=te, train=tr, val=va,
+                targets={mo: (t["tr"], t["te"]) for mo, t in tgt.items()}, tuned=tuned, lr=lr_of, sft_steps=steps,
+                grpo=grpo, expert=float(expert["pdms"].mean()), cv=float(cv["pdms"].mean()))
+
+
+def cot_comparisons(res: dict, cfg) -> dict:
+    """The two comparisons of notebook 3 (held-out PDMS over the training seeds): SFT of
+    dynamics, none (the control: no thought) and the shuffled-thought control; and GRPO against
+    its own SFT starting point (the control: zero GRPO iterations), per mode of ``cfg.rft_modes``."""
+    ev, seeds = res["evals"], list(cfg.seeds)
+    per = lambda v, st: [ev[(v, st, s)]["pdms"] for s in seeds]  # noqa: E731
+    sft = Comparison("held-out PDMS", goal="max", seeds=seeds, budget="SFT optimiser steps")
+    sft.add("dynamics", per("dynamics", "SFT"), tuned=res["tuned"]["dynamics"], cost=res["sft_steps"])
+    sft.add("none", per("none", "SFT"), tuned=res["tuned"]["none"], cost=res["sft_steps"], control=True)
+    sft.add("shuffled thought", per("shuffled thought", "SFT"), cost=res["sft_steps"],
+            untuned="a control: the dynamics policy's chosen learning rate, another scene's thought")
+    sft.add("dynamics, oracle thought", per("dynamics", "SFT, oracle CoT"), cost=res["sft_steps"],
+            untuned="the dynamics policy itself, evaluated with the true thought forced in")
+    out = {"sft": sft}
+    for mode in cfg.rft_modes:
+        c = Comparison(f"held-out PDMS ({mode})", goal="max", seeds=seeds, budget="GRPO iterations")
+        c.add("SFT+RFT", per(mode, "SFT+RFT"), cost=res["grpo"].iterations,
+              untuned=f"GRPO recipe fixed (G={res['grpo'].group_size}, eps={res['grpo'].clip_eps}, "
+                      f"lr={res['grpo'].lr:g}); not tuned")
+        c.add("SFT", per(mode, "SFT"), cost=0, control=True, untuned="the starting point (its SFT lr tuned above)")
+        out[f"rft {mode}"] = c
+    return out
 
 
 def per_family(res: dict, stage: str = "SFT") -> pd.DataFrame:

@@ -2,8 +2,10 @@
 
 Reward r = PDMS(decoded trajectory) x r_fmt + lambda_fmt r_fmt (a malformed output scores PDMS 0);
 group-normalised advantages (population std); the clipped surrogate with per-sequence length
-normalisation and a k3 KL estimator to the frozen SFT policy. Sampling during RFT is
-*unconstrained* so that the format reward carries information (spec Sec. 11).
+normalisation and a k3 KL estimator to the frozen SFT policy. By default RFT samples with the
+format masks, as evaluation decodes, and every log-probability (sampling, new, reference) is taken
+under the same masked distribution; ``GRPOConfig(constrained=False)`` keeps the earlier recipe
+(unconstrained sampling, where the format reward carries the signal) as a control.
 """
 
 from __future__ import annotations
@@ -32,8 +34,11 @@ class GRPOConfig:
     lambda_fmt: float = 1.0
     temperature: float = 1.0
     iterations: int = 30
+    constrained: bool = True
 
     def __post_init__(self):
+        if not isinstance(self.constrained, bool):
+            raise TypeError(f"constrained must be a bool, got {type(self.constrained).__name__}")
         for name, lo in (("group_size", 2), ("contexts_per_step", 1), ("inner_epochs", 1), ("iterations", 0)):
             pos_int(getattr(self, name), name, lo)
         for name, lo, strict in (("clip_eps", 0.0, True), ("beta_kl", 0.0, False), ("lr", 0.0, True),
@@ -78,10 +83,20 @@ def grpo_loss(logp_new, logp_old, logp_ref, adv, mask, clip_eps: float = 0.2, be
     return -per_seq.mean()
 
 
-def seq_logp(model, img, speed, tokens):
-    """Per-token log-probabilities of ``tokens`` [B,L] under ``model`` (teacher forcing)."""
+def seq_logp(model, img, speed, tokens, ranges: torch.Tensor | None = None):
+    """Per-token log-probabilities of ``tokens`` [B,L] under ``model`` (teacher forcing). With the
+    template ``ranges`` [L,2] the logits outside each position's allowed range are masked first, so
+    the probabilities are those of format-constrained sampling (the distribution the ratio rho of
+    Eq. 11 must use when the samples were drawn with the masks)."""
     bos = torch.full_like(tokens[:, :1], 1)
     logits = model(model.encode_context(img, speed), torch.cat([bos, tokens[:, :-1]], 1))
+    if ranges is not None:
+        ranges = ranges.to(tokens.device)
+        if ranges.shape != (tokens.shape[1], 2):
+            raise ValueError(f"ranges must have shape [{tokens.shape[1]}, 2], got {tuple(ranges.shape)}")
+        ids = torch.arange(logits.shape[-1], device=tokens.device)
+        ok = (ids >= ranges[:, :1]) & (ids < ranges[:, 1:])                      # [L,V]
+        logits = logits.masked_fill(~ok, float("-inf"))
     return torch.log_softmax(logits, -1).gather(2, tokens[..., None])[..., 0]
 
 
@@ -97,10 +112,11 @@ def traj_from_tokens(tokens, mode, space: TokenSpace, act: FastLite) -> torch.Te
 def rft_train(policy, ref, data: DriveData, mode: str, space: TokenSpace, act: FastLite, cfg: GRPOConfig,
               seed: int = 0, pcfg: PDMSConfig | None = None) -> dict:
     """GRPO (Sec. 3.3). Each iteration draws ``contexts_per_step`` training contexts, samples
-    ``group_size`` outputs each at ``temperature`` without format constraints, scores them (PDMS of
-    the decoded trajectory, batched torch, plus the format reward), and runs ``inner_epochs``
-    clipped updates with the KL to ``ref``. Returns curves: reward, PDMS, format rate,
-    zero-variance share, KL."""
+    ``group_size`` outputs each at ``temperature`` (with the format masks when ``cfg.constrained``,
+    the ratios and the KL then under the same masked distribution), scores them (PDMS of the
+    decoded trajectory, batched torch, plus the format reward), and runs ``inner_epochs`` clipped
+    updates with the KL to ``ref``. Returns curves: reward, PDMS, format rate, zero-variance share,
+    KL."""
     check_mode(mode)
     if not isinstance(cfg, GRPOConfig):
         raise TypeError(f"cfg must be a GRPOConfig, got {type(cfg).__name__}")
@@ -109,7 +125,7 @@ def rft_train(policy, ref, data: DriveData, mode: str, space: TokenSpace, act: F
     img_all, speed_all = (t.to(dev) for t in context_of(data))
     sc = scene_tensors(data.batch, dev)
     ref_prog = torch.as_tensor(data.ref, dtype=torch.float32, device=dev)
-    _, is_cot = space.template(mode)
+    ranges = space.template(mode)[0].to(dev) if cfg.constrained else None
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
     gen = torch.Generator().manual_seed(seed)
     sgen = torch.Generator(device=dev).manual_seed(seed + 1)
@@ -123,7 +139,7 @@ def rft_train(policy, ref, data: DriveData, mode: str, space: TokenSpace, act: F
         rep = ci.repeat_interleave(G)
         img, speed = img_all[rep], speed_all[rep]
         policy.eval()
-        tokens, logp_old = generate(policy, (img, speed), mode, space, greedy=False, constrained=False,
+        tokens, logp_old = generate(policy, (img, speed), mode, space, greedy=False, constrained=cfg.constrained,
                                     temperature=cfg.temperature, generator=sgen, return_logp=True)
         with torch.no_grad():
             ok = format_ok(tokens, mode, space)
@@ -132,13 +148,13 @@ def rft_train(policy, ref, data: DriveData, mode: str, space: TokenSpace, act: F
             pd = s["pdms"].reshape(-1) * ok
             reward = (pd + cfg.lambda_fmt * ok.float()).reshape(B, G)
             adv = group_advantages(reward).reshape(-1)
-            logp_ref = seq_logp(ref, img, speed, tokens)
+            logp_ref = seq_logp(ref, img, speed, tokens, ranges)
             if cfg.temperature != 1.0:  # ratios are taken against the unscaled policy
-                logp_old = seq_logp(policy, img, speed, tokens)
+                logp_old = seq_logp(policy, img, speed, tokens, ranges)
         mask = torch.ones_like(tokens, dtype=torch.bool)
         policy.train()
         for _ in range(cfg.inner_epochs):
-            logp_new = seq_logp(policy, img, speed, tokens)
+            logp_new = seq_logp(policy, img, speed, tokens, ranges)
             loss = grpo_loss(logp_new, logp_old, logp_ref, adv, mask, cfg.clip_eps, cfg.beta_kl)
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from icml26.core import bootstrap_mean
+from icml26.core import bootstrap_mean, t_interval
 
 from . import _checks as ck
 from .baselines import HistoryEstimator, grpo_advantages, grpo_loss, keep_mixed_groups
@@ -139,7 +139,8 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
           z_lr: float = 1e-2, z_hidden: int = 64, replay_capacity: int = 128, replay_add: int = 64,
           replay_size: int = 32, replay_updates_z: bool = True, eval_every: int = 10, n_calib: int | None = None,
           ks=(1, 2, 4, 8, 16, 32, 64), seed: int = 0, progress: bool = False,
-          return_models: bool = False) -> dict:
+          return_models: bool = False, diagnostics: bool = True, bias_every: int = 1,
+          clip_policy: float | None = 1.0) -> dict:
     """Train ``policy`` (modified in place) with one of :data:`METHODS`, one gradient step per rollout
     batch (Algorithm 3.7). Returns per-evaluation arrays (``step``, ``fresh_rollouts``, exact test
     accuracy on learnable and all prompts, calibration of the accuracy estimate over training prompts),
@@ -148,7 +149,18 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
 
     ``grpo_zsel`` and ``grpo_oracle`` train the policy with GRPO's loss on the prompts that PACED-RL's
     selector (Z_phi trained by the TB square on log Z alone) or the oracle picks: they separate the
-    curriculum from the loss."""
+    curriculum from the loss.
+
+    ``diagnostics=False`` (the tuning runs) records only what the area needs: the learnable test
+    accuracy at every evaluation, the mixed groups and the gradient norms; it skips the calibration,
+    the exact bias, the diversity curve and the accuracies of the selected prompts. The training
+    itself (every random draw and update) is the same either way. ``grad_norm`` is the norm of the
+    policy gradient before it is clipped to one, per step. The exact bias ``beta_kl`` and the exact
+    accuracies of the selected prompts ``sel_p`` are measured on every ``bias_every``-th step (two
+    exact enumerations of the batch each), a subsample of the steps. ``clip_policy`` is the norm the
+    policy gradient is clipped to (``None``: no clip, the control that removes it; ``Z_phi``'s clip stays)."""
+    if not isinstance(diagnostics, bool):
+        raise TypeError(f"diagnostics must be a bool, got {diagnostics!r}")
     if method not in ALL_METHODS:
         raise ValueError(f"method must be one of {ALL_METHODS}, got {method!r}")
     if not isinstance(task, HiddenRuleTask):
@@ -164,6 +176,8 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
     lr, z_lr = ck.pos_float("lr", lr), ck.pos_float("z_lr", z_lr)
     replay_size = ck.count("replay_size", replay_size, 0)
     eval_every = ck.count("eval_every", eval_every)
+    bias_every = ck.count("bias_every", bias_every)
+    max_norm = float("inf") if clip_policy is None else ck.pos_float("clip_policy", clip_policy)
     M = pool_factor * B
     if M > task.n_train or (method == "dynamic_sampling" and 2 * B > task.n_train):
         raise ValueError(f"pool_factor * batch_prompts = {M} exceeds the {task.n_train} training prompts")
@@ -173,8 +187,8 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
     E = task.embeddings
     ref = copy.deepcopy(policy).requires_grad_(False) if method == "flowrl" else None
     logz = LogPartition(task.emb_dim, z_hidden).to(dev)
-    opt = torch.optim.Adam(policy.parameters(), lr=lr)
-    zopt = torch.optim.Adam(logz.parameters(), lr=z_lr)
+    opt = torch.optim.Adam(policy.parameters(), lr=lr, foreach=True)      # one fused call over the tensors
+    zopt = torch.optim.Adam(logz.parameters(), lr=z_lr, foreach=True)
     replay = ErrorPrioritizedReplay(replay_capacity, replay_add, seed=seed) if method == "paced" else None
     hist = HistoryEstimator(task.n_train, device=dev)
     learn_test = task.test_idx[task.types[task.test_idx] == 1]
@@ -184,20 +198,25 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
     times = torch.zeros(task.n_train, dtype=torch.long, device=dev)
     ev = {k: [] for k in ("step", "fresh_rollouts", "test_learnable", "test_all", "train_acc", "pearson",
                           "spearman", "calib_err", "hist_pearson", "eff_curve")}
-    per = {k: [] for k in ("mixed_frac", "beta_kl", "n_fresh")}
+    per = {k: [] for k in ("mixed_frac", "beta_kl", "n_fresh", "grad_norm")}
     sel_p, sel_type = [], []
     fresh = 0
 
     R_test, R_cal = task.reward_matrix(task.test_idx), task.reward_matrix(cal_idx)
+    test_learn_mask = task.types[task.test_idx] == 1
+    R_learn = R_test[test_learn_mask]
 
     def evaluate(step):
+        ev["step"].append(step)
+        ev["fresh_rollouts"].append(fresh)
+        if not diagnostics:                                    # the area needs the learnable accuracy only
+            ev["test_learnable"].append(float(exact_acc(policy, task, learn_test, R_learn).mean()))
+            return
         p_test = exact_acc(policy, task, task.test_idx, R_test)
         p_cal = exact_acc(policy, task, cal_idx, R_cal)
         with torch.no_grad():
             est = accuracy_from_log_z(logz(E[cal_idx]), beta, clip=False)
-        ev["step"].append(step)
-        ev["fresh_rollouts"].append(fresh)
-        ev["test_learnable"].append(float(p_test[task.types[task.test_idx] == 1].mean()))
+        ev["test_learnable"].append(float(p_test[test_learn_mask].mean()))
         ev["test_all"].append(float(p_test.mean()))
         ev["train_acc"].append(float(p_cal.mean()))
         ev["pearson"].append(_pearson(est, p_cal))
@@ -246,12 +265,16 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
         times[batch] += 1
         per["n_fresh"].append(fresh)
         if batch.numel() == 0:
-            per["beta_kl"].append(0.0)
+            if diagnostics and step % bias_every == 0:
+                per["beta_kl"].append(0.0)
+            per["grad_norm"].append(0.0)
             continue
-        lp_old_all = exact_logp_all(policy, task, batch)
-        p_old_batch = (lp_old_all.exp() * task.reward_matrix(batch)).sum(-1)
-        sel_p.append(p_old_batch)
-        sel_type.append(task.types[batch])
+        measure_bias = diagnostics and step % bias_every == 0
+        if measure_bias:
+            lp_old_all = exact_logp_all(policy, task, batch)
+            p_old_batch = (lp_old_all.exp() * task.reward_matrix(batch)).sum(-1)
+            sel_p.append(p_old_batch)
+            sel_type.append(task.types[batch])
         # 3. the loss (one gradient step: pi_theta = pi_old at the gradient)
         if method in GRPO_LOSS:
             logp = policy.log_prob(E[idx], y)
@@ -279,23 +302,24 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
         opt.zero_grad(set_to_none=True)
         zopt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        per["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_norm)))
         torch.nn.utils.clip_grad_norm_(logz.parameters(), 1.0)
         opt.step()
         if method not in ("grpo", "grpo_oracle"):
             zopt.step()
         # 4. bias of the estimate: beta KL(pi_old || pi_theta) on this batch, exactly
-        lp_new_all = exact_logp_all(policy, task, batch)
-        per["beta_kl"].append(float(beta * kl_divergence(lp_old_all, lp_new_all).mean()))
+        if measure_bias:
+            lp_new_all = exact_logp_all(policy, task, batch)
+            per["beta_kl"].append(float(beta * kl_divergence(lp_old_all, lp_new_all).mean()))
         # 5. error-prioritised replay (Sec. 3.6): p_hat from before the update
         if replay is not None:
             replay.push(idx, y, r, p_hat_batch.repeat_interleave(G), group_acc.repeat_interleave(G))
     evaluate(steps)
-    p_test = exact_acc(policy, task, learn_test)
     out = {k: np.asarray(v, dtype=float) for k, v in {**ev, **per}.items()}
-    out["pass_at_k"] = exact_pass_at_k(p_test, ks).mean(0).cpu().numpy()
     out["ks"] = np.asarray(ks)
-    out["eff_correct"] = float(out["eff_curve"][-1])
+    if diagnostics:
+        out["pass_at_k"] = exact_pass_at_k(exact_acc(policy, task, learn_test), ks).mean(0).cpu().numpy()
+        out["eff_correct"] = float(out["eff_curve"][-1])
     out["sel_p"] = torch.cat(sel_p).cpu().numpy() if sel_p else np.zeros(0)
     out["sel_type"] = torch.cat(sel_type).cpu().numpy() if sel_type else np.zeros(0)
     out["times_selected"] = times.cpu().numpy()
@@ -305,21 +329,31 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
     return out
 
 
-def run_methods(cfg, task: HiddenRuleTask, methods, seeds, *, progress: bool = True, **overrides) -> dict:
+def run_methods(cfg, task: HiddenRuleTask, methods, seeds, *, progress: bool = True, lrs: dict | None = None,
+                **overrides) -> dict:
     """Every method of ``methods`` for every seed of ``seeds``, each from the same warm start per seed
     (paired). Dynamic sampling draws 2B prompts per step, so it gets half the steps (equal fresh
-    rollouts). Returns {method: [result per seed]}."""
+    rollouts). ``lrs`` ({method: learning rate}) overrides the learning rate per method (the
+    validated ones); ``overrides`` apply to every method. Returns {method: [result per seed]}."""
     for mth in methods:
         if mth not in ALL_METHODS:
             raise ValueError(f"methods must hold names from {ALL_METHODS}, got {mth!r}")
+    lrs = {} if lrs is None else dict(lrs)
+    for mth, lr in lrs.items():
+        if mth not in ALL_METHODS:
+            raise ValueError(f"lrs: unknown method {mth!r}")
+        ck.pos_float("lrs", lr)
     kw = dict(steps=cfg.steps, batch_prompts=cfg.batch_prompts, group_size=cfg.group_size, beta=cfg.beta,
               tau=cfg.tau, pool_factor=cfg.pool_factor, lr=cfg.lr, z_lr=cfg.z_lr, replay_capacity=cfg.replay_capacity,
-              replay_add=cfg.replay_add, replay_size=cfg.replay_size, eval_every=cfg.eval_every, n_calib=cfg.n_calib)
+              replay_add=cfg.replay_add, replay_size=cfg.replay_size, eval_every=cfg.eval_every, n_calib=cfg.n_calib,
+              bias_every=cfg.bias_every)
     kw.update(overrides)
     out = {mth: [] for mth in methods}
     jobs = [(s, mth) for s in seeds for mth in methods]
     for s, mth in tqdm(jobs, leave=False, desc="runs", disable=not progress):
         k = dict(kw)
+        if mth in lrs:
+            k["lr"] = float(lrs[mth])
         if mth == "dynamic_sampling":
             k["steps"], k["eval_every"] = max(1, kw["steps"] // 2), max(1, kw["eval_every"] // 2)
         out[mth].append(train(mth, task, warm_policy(cfg, task, s), seed=1000 + s, **k))
@@ -462,29 +496,94 @@ def reinforce_identity(cfg, task: HiddenRuleTask, seed: int = 0, n_prompts: int 
 
 # -- tuning on validation seeds and runs at a validated learning rate ----------------------------------
 
+def validation_task(cfg, task: HiddenRuleTask) -> HiddenRuleTask:
+    """The task the learning rates are tuned on: the last ``cfg.n_val_prompts`` *training* prompts are
+    held out as validation prompts (scored like test prompts), the others are trained on (warm start
+    included). The test prompts are out of its range: every index it hands out, and every index its
+    reward accepts, lies among the training prompts. Cached on ``task``."""
+    n_val = ck.count("cfg.n_val_prompts", cfg.n_val_prompts)
+    if n_val >= task.n_train or task.n_train - n_val < cfg.pool_factor * cfg.batch_prompts:
+        raise ValueError(f"cfg.n_val_prompts={n_val} leaves too few of the {task.n_train} training prompts "
+                         f"for a pool of {cfg.pool_factor * cfg.batch_prompts}")
+    views = task.__dict__.setdefault("_val_views", {})
+    if n_val not in views:
+        view = copy.copy(task)
+        view.__dict__ = {k: v for k, v in task.__dict__.items() if k not in ("_warm_cache", "_val_views")}
+        view.n_train, view.n_test = task.n_train - n_val, n_val
+        view.train_idx, view.test_idx = task.train_idx[:-n_val], task.train_idx[-n_val:]
+        views[n_val] = view
+    return views[n_val]
+
+
 def validation_auc(cfg, task: HiddenRuleTask, method: str, lr: float, cache: dict | None = None) -> float:
-    """Mean area under the learnable-accuracy curve over ``cfg.val_seeds`` (validation seeds, disjoint
-    from the test seeds ``cfg.seeds``) for ``method`` at learning rate ``lr``."""
+    """Mean area under the learnable-accuracy curve of ``method`` at learning rate ``lr`` over the
+    validation seeds ``cfg.val_seeds`` (warm starts and sampling streams disjoint from the test seeds
+    ``cfg.seeds``), trained and scored on :func:`validation_task`: held-out training prompts, never the
+    test prompts. The runs skip the diagnostics (``diagnostics=False``)."""
     if set(cfg.val_seeds) & set(cfg.seeds):
         raise ValueError(f"cfg.val_seeds {cfg.val_seeds} must be disjoint from cfg.seeds")
-    res = runs_at(cfg, task, method, lr, cfg.val_seeds, cache)
+    res = runs_at(cfg, validation_task(cfg, task), method, lr, cfg.val_seeds, cache, diagnostics=False)
     return float(np.mean([auc(r) for r in res]))
 
 
-def runs_at(cfg, task: HiddenRuleTask, method: str, lr: float, seeds, cache: dict | None = None) -> list:
+def runs_at(cfg, task: HiddenRuleTask, method: str, lr: float, seeds, cache: dict | None = None,
+            **overrides) -> list:
     """Results of ``method`` at ``lr`` for every seed of ``seeds`` (paired warm starts), reusing and
-    filling ``cache`` ({(method, lr, seed): result}) so that a run is never repeated."""
+    filling ``cache`` ({(method, lr, seed, n_test): result}, ``n_test`` telling a validation task from
+    the full one) so that a run is never repeated."""
     cache = {} if cache is None else cache
-    todo = [s for s in seeds if (method, float(lr), s) not in cache]
+    def key(s):
+        return method, float(lr), s, task.n_test
+
+    todo = [s for s in seeds if key(s) not in cache]
     if todo:
-        got = run_methods(cfg, task, [method], todo, progress=False, lr=lr)[method]
-        cache.update({(method, float(lr), s): r for s, r in zip(todo, got)})
-    return [cache[(method, float(lr), s)] for s in seeds]
+        got = run_methods(cfg, task, [method], todo, progress=False, lr=lr, **overrides)[method]
+        cache.update({key(s): r for s, r in zip(todo, got)})
+    return [cache[key(s)] for s in seeds]
 
 
-def cache_runs(runs: dict, lr: float, seeds) -> dict:
-    """A :func:`runs_at` cache holding ``runs`` ({method: [result per seed]}) at learning rate ``lr``."""
-    return {(k, float(lr), s): r for k, rs in runs.items() for s, r in zip(seeds, rs)}
+def validation_scores(cfg, task: HiddenRuleTask, method: str, cache: dict | None = None, seeds=None) -> pd.DataFrame:
+    """Validation area of ``method`` per validation seed (rows) and learning rate of ``cfg.lr_grid``
+    (columns), on :func:`validation_task`; with ``cache`` from the tuning, no run is repeated.
+    ``seeds`` (default ``cfg.val_seeds``) picks a subset, e.g. to see how the choice depends on the draw."""
+    seeds = tuple(cfg.val_seeds if seeds is None else seeds)
+    if not seeds or set(seeds) & set(cfg.seeds):
+        raise ValueError(f"seeds {seeds} must be non-empty and disjoint from cfg.seeds")
+    vt = validation_task(cfg, task)
+    return pd.DataFrame({float(lr): [auc(r) for r in runs_at(cfg, vt, method, lr, seeds, cache, diagnostics=False)]
+                         for lr in cfg.lr_grid}, index=list(seeds))
+
+
+def lr_neighbours(cfg, task: HiddenRuleTask, pairs: dict, lrs: dict, cache: dict | None = None) -> pd.DataFrame:
+    """Learning-rate sensitivity of paired differences, read off the validation runs of the tuning.
+
+    For every ``name: (a, b)`` of ``pairs``, the mean over the validation seeds of the paired validation
+    area a - b with both methods at their chosen learning rates ``lrs[a]``, ``lrs[b]``, and with one of
+    them moved one step down or up ``cfg.lr_grid`` (columns ``a down``, ``a up``, ``b down``, ``b up``;
+    NaN past the grid's end). Validation data only (the test seeds are run at the chosen rates alone):
+    a guide to how fragile a test-seed claim is, not its interval."""
+    grid = [float(v) for v in cfg.lr_grid]
+    for k in {m for ab in pairs.values() for m in ab}:
+        if k not in lrs or float(lrs[k]) not in grid:
+            raise ValueError(f"lrs[{k!r}] must be a value of cfg.lr_grid {tuple(grid)}")
+    tab = {k: validation_scores(cfg, task, k, cache) for k in {m for ab in pairs.values() for m in ab}}
+    rows = {}
+    for name, (a, b) in pairs.items():
+        ia, ib = grid.index(float(lrs[a])), grid.index(float(lrs[b]))
+        def mean_diff(da, db, a=a, b=b, ia=ia, ib=ib):
+            ja, jb = ia + da, ib + db
+            if not (0 <= ja < len(grid) and 0 <= jb < len(grid)):
+                return float("nan")
+            return float((tab[a][grid[ja]] - tab[b][grid[jb]]).mean())
+        rows[name] = {"chosen": mean_diff(0, 0), "a down": mean_diff(-1, 0), "a up": mean_diff(1, 0),
+                      "b down": mean_diff(0, -1), "b up": mean_diff(0, 1)}
+    return pd.DataFrame(rows).T
+
+
+def cache_runs(runs: dict, lrs: dict, seeds, task: HiddenRuleTask) -> dict:
+    """A :func:`runs_at` cache holding ``runs`` ({method: [result per seed]} on ``task``), each method
+    at its learning rate in ``lrs`` ({method: lr})."""
+    return {(k, float(lrs[k]), s, task.n_test): r for k, rs in runs.items() if k in lrs for s, r in zip(seeds, rs)}
 
 
 # -- diversity against progress ---------------------------------------------------------------------------
@@ -514,6 +613,19 @@ def matched_diversity(runs: dict, ref: str, others) -> pd.DataFrame:
             row[LABELS[k]] = eff_at_accuracy(runs[k][s], target)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def matched_differences(match: pd.DataFrame, ref: str, others) -> pd.DataFrame:
+    """Paired differences ``ref - other`` of the effective correct answers at matched accuracy (a
+    :func:`matched_diversity` table), over the seeds on which ``other`` reaches the matched accuracy:
+    mean, 95% t interval over those seeds, the number of seeds and the seeds where ``ref`` is ahead."""
+    rows = {}
+    for k in others:
+        d = (match[LABELS[ref]] - match[LABELS[k]]).dropna().to_numpy()
+        mean, lo, hi = t_interval(d) if d.size else (np.nan, np.nan, np.nan)
+        rows[f"{LABELS[ref]} - {LABELS[k]}"] = {"difference": mean, "95% lo": lo, "95% hi": hi,
+                                                "seeds": int(d.size), "ahead": int((d > 0).sum())}
+    return pd.DataFrame(rows).T
 
 
 def progress_correlation(runs: dict, methods, along: bool = False) -> dict:

@@ -117,7 +117,9 @@ def gp_kernel(x1: torch.Tensor, x2: torch.Tensor, kernel: str, lengthscale: torc
         return (1 + r + r ** 2 / 3) * torch.exp(-r)
     if kernel == "periodic":
         p = period.to(d.dtype).view(-1, 1, 1)
-        return torch.exp(-2 * torch.sin(math.pi * d / p) ** 2 / ls ** 2)
+        # gpytorch's PeriodicKernel, which the official data code uses: the lengthscale divides
+        # 2 sin^2 once (not squared, as in the Rasmussen-Williams form exp(-2 sin^2(.) / l^2)).
+        return torch.exp(-2 * torch.sin(math.pi * d / p) ** 2 / ls)
     raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
 
 

@@ -454,7 +454,9 @@ class SetFourierVolterraConv(nn.Module):
     give ``g0, g(r,1), g(r,2)``; the output is the Volterra series truncated at order two with a
     rank-R separable second-order kernel,
     ``SFVConv(z)(x) = g0(x) + sum_r alpha_r g(r,1)(x) * g(r,2)(x) + beta``,
-    with ``(alpha, beta)`` a shared ``Linear(R, 1)`` (the official "low-ranks mixer").
+    with ``(alpha, beta)`` a shared ``Linear(R, 1)`` (the official "low-ranks mixer"). With
+    ``output_mixing=True`` a ``Linear(C_out, C_out)`` mixes the channels of that sum once, as the
+    official layer does.
     """
 
     def __init__(self, dim: int = 1, in_channels: int = 16, out_channels: int = 16, volterra_rank: int = 4,
@@ -465,8 +467,12 @@ class SetFourierVolterraConv(nn.Module):
         if volterra_rank < 1:
             raise ValueError(f"volterra_rank must be >= 1 for the Volterra layer, got {volterra_rank}")
         self.rank = volterra_rank
+        # Output mixing, as in the official layer, acts once on the Volterra sum, never on the 2R+1
+        # kernel outputs before their product (mixing those first changes the output by a relative ~1).
+        output_mixing = conv_kw.pop("output_mixing", False)
         self.conv = SetFourierConv(dim, in_channels, out_channels, n_kernels=2 * volterra_rank + 1, **conv_kw)
         self.mixer = nn.Linear(volterra_rank, 1)
+        self.mixing = nn.Linear(out_channels, out_channels) if output_mixing else None
         self.out_channels = out_channels
 
     def split(self, g: torch.Tensor):
@@ -478,7 +484,8 @@ class SetFourierVolterraConv(nn.Module):
 
     def forward(self, z_kv, x_kv, x_q, cache=None, check: bool = True) -> torch.Tensor:
         g0, g1, g2 = self.split(self.conv(z_kv, x_kv, x_q, cache, check))
-        return g0 + self.mixer(g1 * g2).squeeze(-1)
+        out = g0 + self.mixer(g1 * g2).squeeze(-1)
+        return out if self.mixing is None else self.mixing(out)
 
     def second_order_kernel(self, tau1: torch.Tensor, tau2: torch.Tensor, out_channel: int = 0,
                             in_channels: tuple[int, int] = (1, 1)) -> torch.Tensor:
