@@ -127,7 +127,7 @@ def curves(table, curves_, rows, labels, title_eps, ylabel=r"$\|x_t-x^\star\|$",
 
 def noise_std(best, K, T):
     """Per-step noise std of the best configurations (log scale); DP-C4 is constant within a stage."""
-    fig, ax = plt.subplots(figsize=(5.6, 3.2))
+    fig, ax = plt.subplots(figsize=(4.6, 3.2))
     m = T // K
     for _, row in best.iterrows():
         name, ls = row["method"], "-" if row["eps"] == min(best["eps"]) else "--"
