@@ -16,6 +16,15 @@ from .method import StagedSchedule, dp_c4, geometric_thresholds
 from .problems import FiniteSumProblem, _check_int, check_device, heavy_tailed_logistic
 
 
+def _check_schedule(seeds, T, K, delta):
+    """Validated ``(seeds, T, K, delta, m)`` of a staged run: positive integers, ``K`` dividing ``T``
+    (``m = T / K`` steps per stage), ``delta`` in (0, 1)."""
+    seeds, T, K = _check_int("seeds", seeds), _check_int("T", T), _check_int("K", K)
+    if T % K:
+        raise ValueError(f"K must divide T, got T={T}, K={K}")
+    return seeds, T, K, check_delta(delta), T // K
+
+
 def clipped_fixed_points(problem: FiniteSumProblem, x_star, C_grid, T: int = 3000, lr: float = 0.5) -> pd.DataFrame:
     """Noiseless clipped GD run to its fixed point :math:`x_C` for every C (one batched call):
     distance to :math:`x^\\star`, clipped fraction and residual :math:`\\|\\frac1n\\sum\\operatorname{clip}\\|`."""
@@ -64,11 +73,7 @@ def equal_privacy(problem: FiniteSumProblem, x_star, eps_list, delta: float, q: 
     (K = T: per-step thresholds); an empty ``C_grid`` runs DP-C4 only. Returns ``(table, curves)``: one row per configuration (mean over
     ``seeds``), and the distance curves ``(seeds, n_log)`` per row index (the loss curves when
     ``x_star`` is None, e.g. the non-convex MLP, whose runs start from ``problem.init(seeds, seed)``)."""
-    T, K, seeds = _check_int("T", T), _check_int("K", K), _check_int("seeds", seeds)
-    if T % K:
-        raise ValueError(f"K must divide T, got T={T}, K={K}")
-    delta = check_delta(delta)
-    m = T // K
+    seeds, T, K, delta, m = _check_schedule(seeds, T, K, delta)
     rows, curves = [], {}
     check_device(device)
     gen = torch.Generator(device=device or "cpu").manual_seed(int(seed))
@@ -134,10 +139,7 @@ def evaluate(problem: FiniteSumProblem, x_star, configs: pd.DataFrame, delta: fl
     Returns ``(runs, curves)``: one row per (configuration, seed) with final distance (NaN without x*),
     loss and test accuracy, and per configuration index the ``(seeds, n_log)`` distance (or loss) curves.
     ``drop_tilt`` (DP-C4 rows only) is the non-private diagnostic of :func:`~.method.dp_c4`."""
-    seeds, T, K = _check_int("seeds", seeds), _check_int("T", T), _check_int("K", K)
-    if T % K:
-        raise ValueError(f"K must divide T, got T={T}, K={K}")
-    delta, m = check_delta(delta), T // K
+    seeds, T, K, delta, m = _check_schedule(seeds, T, K, delta)
     check_device(device)
     gen = torch.Generator(device=device or "cpu").manual_seed(int(seed))
     x0 = problem.init(seeds, seed=int(seed)) if hasattr(problem, "init") else None
@@ -374,10 +376,7 @@ def run_configs(problem: FiniteSumProblem, x_star, kind: str, configs, q: float,
         missing = [k for k in need if k not in c]
         if missing:
             raise ValueError(f"configs: {c} lacks {missing} (kind {kind!r} needs {need})")
-    T, K, seeds = _check_int("T", T), _check_int("K", K), _check_int("seeds", seeds)
-    if T % K:
-        raise ValueError(f"K must divide T, got T={T}, K={K}")
-    delta, m = check_delta(delta), T // K
+    seeds, T, K, delta, m = _check_schedule(seeds, T, K, delta)
     check_device(device)
     gen = torch.Generator(device=device or "cpu").manual_seed(int(seed))
     lr = torch.tensor(np.repeat([float(c["lr"]) for c in configs], seeds))
