@@ -190,6 +190,89 @@ def test_training_step_runs_and_is_seeded():
     assert h1["render"] == h2["render"] and max(h1["decoded"]) <= 16
 
 
+def test_context_decode_matches_plain_decode_when_everything_is_kept():
+    sd = m.prepare(m.make_shape("torus", 0, 16), 8, 2000, 0)
+    torch.manual_seed(0)
+    model = m.SparseVAE(8, 8, 1)
+    grid, mu, _ = model.encode(sd.points, sd.normals)
+    keep = torch.ones(len(grid), dtype=torch.bool)
+    a = model.decode(grid, mu, keep=keep, gt_fine=sd.fine_occ)
+    b = model.decode(grid, mu, keep=keep, gt_fine=sd.fine_occ, context=True)
+    assert torch.allclose(a.corner_sdf, b.corner_sdf, atol=1e-6)
+    # with a partial keep the decoded set is the same, only the context of the latent blocks differs
+    keep[::2] = False
+    c = model.decode(grid, mu, keep=keep, gt_fine=sd.fine_occ, context=True)
+    d = model.decode(grid, mu, keep=keep, gt_fine=sd.fine_occ)
+    assert torch.equal(c.fine.coords, d.fine.coords) and not torch.allclose(c.corner_sdf, d.corner_sdf)
+    with pytest.raises(TypeError, match="context"):
+        model.decode(grid, mu, context=1)
+    with pytest.raises(ValueError, match="context"):
+        m.TrainConfig(context="yes")
+
+
+def test_reference_fields_floor_and_render_metrics():
+    from icml26.focusing.train import reference_fields, score_field
+    sd = m.prepare(m.make_shape("sphere", 100, 24), 8, 4000, 100)
+    taus = (1 / 32, 1 / 16)
+    band = score_field(*reference_fields(sd, "band"), sd, 0, taus, n_ref=4000, n_views=1, H=32)
+    oracle = score_field(*reference_fields(sd, "oracle"), sd, 0, taus, n_ref=4000, n_views=1, H=32)
+    assert band["empty"] and band["hole"] == 1.0 and math.isnan(band["depth_err_h"])   # nothing opaque
+    assert not oracle["empty"] and oracle["cd_l1"] < band["cd_l1"]
+    assert oracle["hole"] < 0.1 and oracle["depth_err_h"] < 1.0     # renders within a voxel of the truth
+    with pytest.raises(ValueError, match="which"):
+        reference_fields(sd, "floor")
+
+
+def test_gated_compare_reports_without_the_precondition():
+    from icml26.core import Comparison, Ledger
+    cmp = Comparison("test CD-L1", goal="min", seeds=range(5), budget="optimiser steps")
+    cmp.add("a", [1.0, 1.1, 0.9, 1.0, 1.2], cost=10, untuned="test")
+    cmp.add("b", [2.0, 2.1, 1.8, 2.2, 2.0], cost=10, untuned="test", control=True)
+    led = Ledger("focusing", "test", scale="book")
+    off = ex.gated_compare(led, False, "gated off", cmp, "a", "b", ">", 0.0)
+    on = ex.gated_compare(led, True, "gated on", cmp, "a", "b", "<", 0.0)
+    assert off.status == "reported" and "precondition" in off.note
+    assert on.status == "holds"
+    with pytest.raises(TypeError, match="precondition"):
+        ex.gated_compare(led, 1, "x", cmp, "a", "b", "<", 0.0)
+    assert ex.run_lrs(["full", "full, 10% warm-up", "focus_zoom, whole-grid context"],
+                      {"full": 1.0, "focus_zoom": 2.0}) == {"full": 1.0, "full, 10% warm-up": 1.0,
+                                                           "focus_zoom, whole-grid context": 2.0}
+
+
+def test_validation_ranks_an_empty_field_last_and_reports_when_all_are_empty():
+    """An empty validation field (no zero crossing) scores +inf, even with the lowest CD-L1; where every
+    learning rate is empty somewhere, tune_lr ranks by the share of empty shapes and says so."""
+    import pandas as pd
+    from icml26.core import Grid
+    runs = object.__new__(ex.Runs)                       # scores injected: no training needed
+    runs.cfg, runs._scores, runs._models = m.preset("smoke"), {}, {}
+    s0 = runs.cfg.train_seeds_runs[0]
+
+    def put(lr, cd, empty):
+        runs._scores[("full", s0, lr, "val")] = pd.DataFrame({"cd_l1": cd, "empty": empty})
+
+    put(1e-3, [0.03, 0.03], [False, False])
+    put(2e-3, [0.02, 0.02], [True, False])               # lowest CD-L1, but one field collapsed
+    put(4e-3, [0.04, 0.04], [False, False])
+    grid = Grid(lr=[1e-3, 2e-3, 4e-3])
+    assert math.isinf(runs.validation_cd("full", 2e-3))
+    assert runs.validation_cd("full", 1e-3) == pytest.approx(0.03)
+    tuned, note = ex.tune_lr(runs, "full", grid)
+    assert tuned.best["lr"] == 1e-3 and note == "" and tuned.edges == {"lr": "lower"}
+    tuned.state_edge("lr", ex.LR_EDGE_REASONS["lower"])
+    assert not tuned.unstated_edges
+    put(1e-3, [0.03, 0.03], [True, True])
+    put(4e-3, [0.04, 0.04], [True, False])
+    tuned, note = ex.tune_lr(runs, "full", grid)       # every rate empty somewhere: fallback, said so
+    assert tuned.best["lr"] == 2e-3 and "empty" in note
+    assert runs.validation_cd("full", 2e-3, empty="share") == pytest.approx(5.02)
+    with pytest.raises(ValueError, match="empty"):
+        runs.validation_cd("full", 2e-3, empty="zero")
+    with pytest.raises(ValueError, match="label"):
+        ex.tune_lr(runs, "nope", grid)
+
+
 def test_shapes_open_and_closed():
     for k in m.SHAPE_KINDS:
         mesh = m.make_shape(k, 3)

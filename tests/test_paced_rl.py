@@ -202,8 +202,11 @@ def test_runs_at_reuses_the_cache_and_validation_seeds_are_disjoint(small):
     cache = {}
     first = ex.runs_at(cfg, task, "grpo", 1e-2, (7,), cache)
     assert ex.runs_at(cfg, task, "grpo", 1e-2, (7,), cache)[0] is first[0] and len(cache) == 1
-    val = ex.runs_at(cfg, ex.validation_task(cfg, task), "grpo", 1e-2, (7,), cache)
+    val = ex.runs_at(cfg, ex.validation_task(cfg, task), "grpo", 1e-2, (7,), cache, diagnostics=False)
     assert len(cache) == 2 and ex.validation_auc(cfg, task, "grpo", 1e-2, cache) == ex.auc(val[0])
+    assert len(cache) == 2                                # the tuning's run was reused, not repeated
+    other = ex.runs_at(cfg, task, "grpo", 1e-2, (7,), cache, diagnostics=False)
+    assert len(cache) == 3 and other[0] is not first[0]   # another setting is another run
     with pytest.raises(ValueError, match="val_seeds"):
         ex.validation_auc(replace(cfg, val_seeds=(0,)), task, "grpo", 1e-2)
     with pytest.raises(ValueError, match="n_val_prompts"):
@@ -233,7 +236,8 @@ def test_lr_neighbours_reads_the_tuning_cache(small):
                   batch_prompts=8)
     n_val = ex.validation_task(cfg, task).n_test
     score = {"grpo": {1e-3: 0.3, 2e-3: 0.5, 4e-3: 0.4}, "paced": {1e-3: 0.2, 2e-3: 0.3, 4e-3: 0.35}}
-    cache = {(k, lr, s, n_val): {"test_learnable": np.array([v + 0.01 * (s - 7)])}
+    tuning = (("diagnostics", False),)          # the tuning runs' settings, part of the cache key
+    cache = {(k, lr, s, n_val, tuning): {"test_learnable": np.array([v + 0.01 * (s - 7)])}
              for k, row in score.items() for lr, v in row.items() for s in cfg.val_seeds}
     tab = ex.validation_scores(cfg, task, "grpo", cache)
     assert tab.shape == (2, 3) and tab.loc[8, 2e-3] == pytest.approx(0.51) and len(cache) == 12

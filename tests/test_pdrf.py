@@ -243,15 +243,128 @@ def test_unet_shapes_and_training_smoke():
         assert p.shape == (4, 8, 32, 32)
 
 
+def test_patch_unet_shapes_cost_and_light_evaluation():
+    # the book's U-Net folds 2 x 2 pixel blocks into channels: same input/output shapes, a grid half
+    # as fine inside; the trimmed-FSS evaluation gives the same scores as the full one
+    cfg = m.preset("book")
+    assert cfg.patch == 2 and cfg.radar.H % (cfg.patch * 2 ** (len(cfg.mults) - 1)) == 0
+    net = m.CondUNet(4, 8, base=8, patch=2)
+    assert net.inp.in_channels == 12 * 4 and net.out.out_channels == 8 * 4
+    z, c = torch.rand(3, 8, 32, 32), torch.rand(3, 4, 32, 32)
+    assert net(z, torch.rand(3), c).shape == (3, 8, 32, 32)
+    with pytest.raises(ValueError, match="divisible"):
+        net(torch.rand(1, 8, 28, 28), torch.zeros(1), torch.rand(1, 4, 28, 28))
+    with pytest.raises(ValueError, match="patch"):
+        m.CondUNet(4, 8, patch=0)
+    small = m.preset("smoke")
+    obs = m.generate_radar(4, small.radar, _gen(1))[:, small.radar.t_in:]
+    pred = (obs + 0.1 * torch.randn(obs.shape, generator=_gen(2))).clamp(0, 1)
+    full = ex.evaluate(small, {"p": pred}, obs, x_sl=obs)["p"]
+    light = ex.evaluate(small, {"p": pred}, obs, x_sl=obs, fss_windows=(1,))["p"]
+    for k in ("csi", "pooled_csi", "adv_mse", "mse"):
+        np.testing.assert_allclose(full[k], light[k])
+    assert full["csi_m"] == light["csi_m"] and light["fss"].shape[1] == 1
+
+
 def test_presets_and_dry_run():
     for name in ("smoke", "book", "gpu"):
         cfg = m.get_setting(name)
         d = cfg.dry_run()
         assert type(d) is type(cfg) and d.steps <= cfg.steps and d.radar == cfg.radar and d.base == cfg.base
-        f = 2 ** (len(cfg.mults) - 1)
+        f = cfg.patch * 2 ** (len(cfg.mults) - 1)
         assert cfg.radar.H % (f * 4) == 0 and cfg.radar.H % f == 0
     with pytest.raises(ValueError, match="name"):
         m.get_setting("huge")
+
+
+def test_loss_weight_share_closed_form_and_numeric():
+    # issue 38.1: eps 0.05 puts 51 % of the weight on t > 0.95 and 90 % on t > 0.8; 1e-3 puts 99 % on t > 0.95
+    sh = m.loss_weight_share(0.05)
+    assert abs(sh[0.95] - 20 / 39) < 1e-12 and abs(sh[0.8] - 35 / 39) < 1e-12
+    assert m.loss_weight_share(1e-3)[0.95] > 0.99
+    t = np.linspace(0, 1, 2_000_001)
+    for eps in (0.05, 0.2, 1e-3):
+        w = 1 / np.maximum(1 - t, eps) ** 2
+        for c, v in m.loss_weight_share(eps, (0.95, 0.8, 0.5)).items():
+            assert abs(v - w[t > c].sum() / w.sum()) < 1e-4
+    tab = ex.weighting_table([0.05, 0.2], nfe=5)
+    assert abs(tab.iloc[1, 2] - 4 / 9) < 1e-12          # cap 1/NFE: 44 % of the weight where the sampler queries
+    with pytest.raises(ValueError, match="t_eps"):
+        m.loss_weight_share(0.0)
+    with pytest.raises(ValueError, match="cutoffs"):
+        m.loss_weight_share(0.05, (1.5,))
+
+
+def test_cap_one_over_nfe_leaves_sampler_and_loss_unchanged_where_queried():
+    # the training cap 1/NFE changes the loss weight only above t = 1 - 1/NFE, and a sampler with cap
+    # 1/NFE takes the same steps as with the official 1e-3 at NFE 5
+    for k in range(5):
+        assert abs(max(1 - k / 5, 0.2) - max(1 - k / 5, 1e-3)) < 1e-12
+    for p in (m.preset("book"), m.preset("gpu")):
+        assert p.t_eps == 1 / p.nfe and p.sample_t_eps == 1e-3
+    net = lambda z, t, c: torch.tanh(z) * 0.5 + 0.1  # noqa: E731
+    shape = (2, 3, 4, 4)
+    nz = torch.randn(shape, generator=_gen(0), dtype=torch.float64)
+    a = m.sample(net, None, shape, nfe=5, t_eps=0.2, noise=nz)
+    b = m.sample(net, None, shape, nfe=5, t_eps=1e-3, noise=nz)
+    assert torch.allclose(a, b, atol=1e-12)
+
+
+def test_paired_initialisation_across_kinds():
+    # issue 38.2: RF-v, RF-x and PDRF start from the same weights per seed, different seeds differ
+    cfg = m.preset("smoke")
+    from icml26.core import paired_init
+
+    nets = {k: paired_init(3, lambda k=k: ex.make_unet(cfg, k)) for k in ("rf_v", "rf_x", "pdrf")}
+    ref = nets["rf_x"].state_dict()
+    for k in ("rf_v", "pdrf"):
+        assert all(torch.equal(v, nets[k].state_dict()[n]) for n, v in ref.items())
+    other = paired_init(4, lambda: ex.make_unet(cfg, "rf_x")).state_dict()
+    assert not all(torch.equal(v, other[n]) for n, v in ref.items())
+    x = m.generate_radar(16, cfg.radar, _gen(0))
+    cfg0 = type(cfg)(**{**cfg.__dict__, "steps": 2})
+    a, _ = ex.train_model(cfg0, "rf_x", x, seed=3, lambda_phy=0.0)
+    b, _ = ex.train_model(cfg0, "pdrf", x, seed=3, lambda_phy=0.0, teacher=x[:, cfg.radar.t_in:])
+    # with lambda 0 PDRF is RF-x: same init, batches and noise give the same weights
+    assert all(torch.equal(v, b.state_dict()[n]) for n, v in a.state_dict().items())
+
+
+def test_model_study_controls_single_runs_and_cost():
+    # issue 38 / referee: the still-teacher PDRF and the old-cap RF-x are control rows on the first seed;
+    # RF-v is trained only where the preset names it (gpu); FSS is scored for the 5 x 5 window only
+    from dataclasses import replace
+
+    from icml26.pdrf import cost
+
+    base = m.preset("smoke")
+    assert "rf_v" not in m.preset("book").single_runs and "rf_v" in m.preset("gpu").single_runs
+    cfg = replace(base, steps=1, seeds=(0,), n_train=16, n_test=8, eval_batch=8, n_boot=5)
+    res = ex.model_study(cfg)
+    sc = res["scores"]
+    assert {"det", "rf_x", "pdrf", "rf_x_old", "pdrf_still"} <= set(sc) and "rf_v" not in sc
+    assert sc["pdrf_still"]["fss"].shape[1] == len(ex.NB3_FSS) == 1 and np.isfinite(sc["pdrf_still"]["adv_mse"]).all()
+    assert set(res["trajs"]) == {"rf_x", "pdrf"}
+    cn = ex.claim_numbers(sc, res["half"], cfg.radar.t_out, fss_win=0)
+    assert set(cn["fss_half"]) == set(sc)
+    with pytest.raises(ValueError, match="single_runs"):
+        ex.model_study(replace(cfg, single_runs=("pdrf",)))
+    gpu = m.preset("gpu")
+    item = cost.notebooks("gpu")["03-pdrf-vs-baselines"][0]
+    assert item.count == (2 + 2 * len(gpu.seeds) + 2) * gpu.steps
+
+
+def test_release_teacher_gap_zero_motion_is_the_spline_smoothing():
+    # issue 38.4: without prefilter the release's order-3 spline does not interpolate: at zero motion it
+    # returns the frame filtered by (1, 4, 1) / 6 along each axis (edge pixel repeated), not the frame
+    cfg = m.preset("smoke")
+    x = m.generate_radar(4, cfg.radar, _gen(1)).double()
+    last = x[:, cfg.radar.t_in - 1]
+    pad = torch.nn.functional.pad(last[:, None], (1, 1, 1, 1), mode="replicate")[:, 0]
+    sm = (pad[:, :-2] + 4 * pad[:, 1:-1] + pad[:, 2:]) / 6
+    sm = (sm[..., :-2] + 4 * sm[..., 1:-1] + sm[..., 2:]) / 6
+    still = ex.release_teacher_gap(last, torch.zeros(4, 2, 32, 32, dtype=torch.float64), 2)
+    assert abs(still["max"] - float((last - sm.clamp(0, 1)).abs().max())) < 1e-9
+    assert 0 < still["interior_mean"] < still["max"]
 
 
 @pytest.mark.cuda

@@ -212,7 +212,10 @@ def test_experiment_runners_smoke():
     sw, prof = ex.swap_sensitivity(m, data, (0, 1), steps=2, progress=False)
     assert np.isfinite(sw.rmsd).all()
     sh = ex.shrink_study(m, data, (1.0, 0.8), steps=2, progress=False)
-    assert ((sh.tm_parent > 0) & (sh.tm_parent <= 1)).all()
+    assert ((sh.tm_parent > 0) & (sh.tm_parent <= 1)).all() and (sh.tm_parent_k0 > 0).all()
+    # one control chain per protein, whatever the list of rhos
+    again = ex.shrink_study(m, data, (0.8,), steps=2, progress=False)
+    assert np.allclose(again.tm_control.to_numpy(), sh[sh.rho == 0.8].tm_control.to_numpy())
 
 
 def test_token_gain_is_difference_of_differences_and_removes_the_prior():
@@ -364,3 +367,28 @@ def test_decode_cuda_matches_cpu():
         _, idx_gpu = mc.encode(x.cuda())
     assert torch.allclose(v_cpu, v_gpu, atol=1e-4)
     assert torch.equal(idx_gpu.cpu(), idx)
+
+
+def test_native_pairs_calibrates_same_against_other_program():
+    data = ex.test_set(36, (36, 48), seed=4)
+    nat = ex.native_pairs(data, seed=0, progress=False)
+    assert len(nat) == 36 and set(nat.columns) == {"protein", "tm_same", "tm_other"}
+    assert nat.tm_same.between(0, 1).all() and nat.tm_other.between(0, 1).all()
+    # chains of one fold program align better than chains of different programs
+    assert nat.tm_same.mean() > nat.tm_other.mean()
+    with pytest.raises(ValueError, match="label"):
+        ex.native_pairs({**data, "label": data["label"][:2]})
+
+
+def test_shrink_calibration_ratio_gap_and_errors():
+    import pandas as pd
+    rows = [{"protein": i, "rho": r, "tm_parent": p, "tm_control": c, "tm_same": 0.28, "tm_parent_k0": 0.2,
+             "tm_control_k0": 0.2} for i in range(20) for r, p, c in ((1.0, 0.4, 0.3), (0.8, 0.3, 0.25))]
+    cal = ex.shrink_calibration(pd.DataFrame(rows), rho=0.8)
+    assert math.isclose(cal["ratio"], 0.75) and math.isclose(cal["gap"], 0.05) and math.isclose(cal["gap_full"], 0.1)
+    assert math.isclose(cal["retention"], 0.5) and math.isclose(cal["gap_same"], 0.02) and cal["gap_k0"] == 0
+    assert math.isclose(cal["ratio_lo"], 0.75) and math.isclose(cal["gap_lo"], 0.05)   # no spread, no interval
+    with pytest.raises(ValueError, match="rho=0.5"):
+        ex.shrink_calibration(pd.DataFrame(rows), rho=0.5)
+    with pytest.raises(ValueError, match="df must"):
+        ex.shrink_calibration(pd.DataFrame({"rho": [1.0]}))

@@ -304,6 +304,12 @@ def test_timings_are_recorded_and_tabled(tmp_path, monkeypatch):
     table = compute_markdown(book_chapters(root)[0], data)
     assert "| [Zeta notebook one](01-one.ipynb) | 4 s | not measured | - |" in table
     assert "gpu" not in table.split("\n")[0]
+    # the runner's CPU seconds (user + system of worker and kernel) are recorded and shown beside the wall time
+    (folder / "01-one.run.json").write_text(json.dumps({"name": "zeta/01-one", "scale": "smoke", "seconds": 300.0,
+                                                        "cpu_seconds": 150.04, "peak_mib": 512.3, "error": ""}))
+    data = update_timings(root, "smoke")
+    assert data["zeta/01-one"]["smoke"]["cpu_seconds"] == 150.0
+    assert "| 5.0 min (2.5 min CPU) |" in compute_markdown(book_chapters(root)[0], data)
     monkeypatch.setenv("ICML26_DRY", "1")
     gpu_folder = root / "_build" / "executed" / "gpu" / "chapters" / "zeta"
     gpu_folder.mkdir(parents=True)
@@ -316,7 +322,7 @@ def test_timings_are_recorded_and_tabled(tmp_path, monkeypatch):
     # a record of an older version of the notebook (its content hash differs) is not a measurement of it
     (folder / "01-one.run.json").write_text(json.dumps({"name": "zeta/01-one", "scale": "smoke", "seconds": 99,
                                                         "peak_mib": 1, "error": "", "hash": "stale"}))
-    assert update_timings(root, "smoke")["zeta/01-one"]["smoke"]["seconds"] == 4.2
+    assert update_timings(root, "smoke")["zeta/01-one"]["smoke"]["seconds"] == 300.0
     text = site.insert_compute((root / "chapters" / "zeta" / "index.md").read_text(), "TABLE")
     assert text.rstrip().endswith("TABLE")
 

@@ -256,12 +256,100 @@ def test_pair_shuffle_keeps_multisets(world):
     assert not torch.equal(ids, b["input_ids"])            # some pairings do change
 
 
-def test_pair_shuffle_diagnostic_zero_for_text_model(world):
+def test_motif_shift_diagnostic_zero_for_text_model(world):
     cfg = m.preset("smoke")
     mdl = ex.make_model(cfg, world.layout, "text", 0).eval()
     b = {k: v[:32] for k, v in world.batches["test"].items()}
-    rel = m.synergy_reliance(mdl, b, world.trie, beam=10)
-    assert rel["delta_syn"] == 0.0
+    sh = {k: v[:32] for k, v in world.shifted["test"].items()}
+    rel = m.synergy_reliance(mdl, b, world.trie, beam=10, shifted=sh)
+    assert rel["delta_syn"] == 0.0                          # its input does not change
+    assert rel["delta_uni"] == rel["full"] - max(rel["text_only"], rel["image_only"])
+    with pytest.raises(ValueError, match="shifted"):
+        m.synergy_reliance(mdl, b, world.trie, beam=10, shifted={"input_ids": sh["input_ids"][:3]})
+
+
+def test_motif_partner_moves_only_the_style(world):
+    cat, C = world.cat, world.cat.cfg.n_styles
+    for k in range(1, C):
+        p = m.motif_partner(cat, k)
+        assert np.array_equal(np.sort(p), np.arange(cat.n_items))          # a permutation
+        assert np.array_equal(cat.style[p], (cat.style + k) % C)
+        for a in ("category", "series", "tone", "background"):
+            assert np.array_equal(cat.attrs[a][p], cat.attrs[a])
+    for bad in (0, C, 1.5, True):
+        with pytest.raises(ValueError, match="shift"):
+            m.motif_partner(cat, bad)
+    part = m.make_catalogue(m.CatalogueConfig(n_items=100), 0)              # not a full product
+    with pytest.raises(ValueError, match="partner"):
+        m.motif_partner(part, 1)
+
+
+def test_motif_shift_is_visible_where_the_pair_shuffle_is_not(world):
+    """The style an additive rule reads from a history's multisets, sum(tone) + sum(motif) mod C, is
+    kept by the within-row pair shuffle and moved by the motif shift (by k per history item): a model
+    that has learned the style can only be caught by the second intervention."""
+    cat, C, sp = world.cat, world.cat.cfg.n_styles, world.split["test"]
+    h = sp.hist
+    ok = h >= 0
+    tone, motif = cat.attrs["tone"], cat.attrs["motif"]
+
+    def total(t_items, m_items):
+        return (np.where(ok, tone[np.maximum(t_items, 0)] + motif[np.maximum(m_items, 0)], 0).sum(1)) % C
+
+    g = np.random.default_rng(0)
+    perm = np.argsort(np.where(ok, g.random(h.shape), -1.0), 1)              # shuffle valid slots only
+    shuffled = np.take_along_axis(h, perm, 1)
+    assert np.array_equal(total(h, shuffled), total(h, h))                   # pair shuffle: unchanged
+    p = m.motif_partner(cat, 1)
+    moved = total(h, np.where(ok, p[np.maximum(h, 0)], -1))
+    assert np.array_equal(moved, (total(h, h) + ok.sum(1)) % C)             # motif shift: moved by L
+    # the token-level intervention: text tokens kept, image tokens those of the partner
+    b, sh = world.batches["test"], world.shifted["test"]
+    pm = world.layout.pos_modality()
+    assert torch.equal(sh["input_ids"][:, pm != IMAGE], b["input_ids"][:, pm != IMAGE])
+    assert torch.equal(sh["valid"], b["valid"]) and torch.equal(sh["labels"], b["labels"])
+    tok = world.layout.item_tokens(world.ids)
+    last = sh["input_ids"][:, -world.layout.levels:].numpy()
+    assert np.array_equal(last, tok[p[sp.hist[:, -1]], world.layout.levels:])
+
+
+def test_oracles_rank_like_the_generators(world):
+    """By default no oracle excludes the user's earlier items (the generators' beam search does not);
+    ``exclude_seen=True`` can only raise the target's score relative to the others."""
+    sp = world.split["test"]
+    for kind in m.data.ORACLES:
+        s = m.data.oracle_scores(world.cat, world.inter, sp, kind)
+        assert np.isfinite(s).all()
+        r0 = m.oracle_ranks(world.cat, world.inter, sp, kind)
+        r1 = m.oracle_ranks(world.cat, world.inter, sp, kind, exclude_seen=True)
+        assert (r1 <= r0).all()
+    with pytest.raises(TypeError, match="exclude_seen"):
+        m.data.oracle_scores(world.cat, world.inter, sp, "bayes", exclude_seen=1)
+
+
+def test_no_synergy_oracle_never_reaches_an_other_series_target(world):
+    """An identity, not a measurement: the no-synergy oracle ranks first every item of the preferred
+    category and the previous item's series (32 of them in the product catalogue), so a target of
+    another series never reaches its top ten. The slices partition the test targets."""
+    cfg = m.preset("smoke")
+    assert cfg.n_items // (cfg.n_categories * cfg.n_series) >= 10
+    sl = world.slices
+    assert set(sl) == {"series_continuation", "other_series"}
+    assert (sl["series_continuation"] ^ sl["other_series"]).all() and sl["other_series"].any()
+    r = m.oracle_ranks(world.cat, world.inter, world.split["test"], "no_synergy")
+    assert (r[sl["other_series"]] > 10).all()
+
+
+def test_leave_one_out_scores_an_absent_attribute_below_chance():
+    """Each code tuple holds every value of the attribute equally often: leaving one item out makes its
+    own value the rarest among the others, so the vote never names it (score 0, chance 1/4), while an
+    encoded attribute scores 1. Margins are therefore taken over chance, not over the absent attribute."""
+    codes = np.repeat(np.arange(8), 4)[:, None]          # 8 tuples of 4 items
+    absent = np.tile(np.arange(4), 8)                     # every value once per tuple
+    encoded = np.repeat(np.arange(8) % 4, 4)              # a function of the tuple
+    assert m.tokenizer.attribute_recoverability_loo(codes, absent) == 0.0
+    assert m.tokenizer.attribute_recoverability_loo(codes, encoded) == 1.0
+    assert m.tokenizer.attribute_recoverability(codes, absent) == 0.25
 
 
 # -- claim 9: saliency ------------------------------------------------------------------------------
@@ -393,6 +481,7 @@ def test_calibration_table_matches_its_runs_and_hash():
     assert prov["sha256"] == hashlib.sha256((cal.DATA / "calibration.csv").read_bytes()).hexdigest()
     assert prov["command"].startswith("python -m icml26.syngr.calibration")
     assert ((tab.delta_syn_val - (tab["val_recall@10"] - tab.val_pairshuffle)).abs() < 1e-3).all()
+    assert prov["book_preset"]["n_items"] == cal.OLD_WORLD["n_items"]    # the stored runs are the old world
     with pytest.raises(ValueError, match="name must be one of"):
         cal.run_one("no such run")
 

@@ -96,7 +96,7 @@ def train_exact_sidenet(field: Callable, cfg, steps: int, generator: torch.Gener
                         lam: float = 50.0, chain_steps: int | None = None, dev=None, seed: int | None = None):
     """Chain-loss training of a :class:`SideNetMLP` against the exact mixture field (NB1).
 
-    Trains on ``dev`` (the GPU where there is one: the gpu preset's 20,000 steps at batch 4096 do
+    Trains on ``dev`` (the GPU where there is one: the gpu preset's 6,000 steps at batch 4096 do
     not fit a CPU) and returns the EMA SideNet moved back to the CPU, where the float64 error
     tables are computed; ``history["device"]`` records where it trained. ``seed`` fixes the
     initialisation and the training stream (one SideNet per seed of a comparison).

@@ -126,14 +126,18 @@ PRESETS = {
         seed=0,
         nb1=NB1Preset(n_eval=20000, nfes=(3, 4, 5, 6, 8, 10, 16, 32), oracle_points=2000,
                       oracle_nfes=(4, 6, 8, 12, 16, 24, 32), oracle_substeps=64, probe_points=2000, side_hidden=256, side_depth=3,
-                      side_steps=20000, side_batch=4096, chain_steps=8, lr=1e-3, ema_decay=0.999,
-                      ablation_steps=20000),
+                      # issue 43 cost model (budget --scale gpu): 6 SideNets x 20,000 steps at 6.3 ms projected
+                      # 764 s; 6,000 steps each project 237 s
+                      side_steps=6000, side_batch=4096, chain_steps=8, lr=1e-3, ema_decay=0.999,
+                      ablation_steps=6000),
         nb2=LearnedPreset(backbone_hidden=256, backbone_depth=4, backbone_steps=20000, backbone_batch=4096,
-                          backbone_lr=1e-3, side_hidden=128, side_depth=3, side_steps=10000, side_batch=2048,
+                          backbone_lr=1e-3, side_hidden=128, side_depth=3, side_steps=6000, side_batch=2048,
                           chain_steps=8, lr=1e-3, ema_decay=0.999, n_eval=20000, nfes=(3, 5, 10, 16),
-                          ablation_steps=10000, ref_steps=512),
+                          # issue 43: 10,000 SideNet / ablation steps projected 399 s; 6,000 project 249 s
+                          ablation_steps=6000, ref_steps=512),
         nb3=LearnedPreset(backbone_hidden=1024, backbone_depth=4, backbone_steps=30000, backbone_batch=1024,
-                          backbone_lr=1e-3, side_hidden=128, side_depth=3, side_steps=20000, side_batch=1024,
+                          # issue 43: 5 SideNets x 20,000 steps at 5.7 ms projected 601 s; 8,000 steps project 258 s
+                          backbone_lr=1e-3, side_hidden=128, side_depth=3, side_steps=8000, side_batch=1024,
                           chain_steps=8, lr=1e-3, ema_decay=0.999, n_eval=1797, nfes=(3, 5, 10, 16),
                           ablation_steps=0, ref_steps=512),
     ),

@@ -66,6 +66,7 @@ class Result:
     claims_total: int
     cached: bool
     error: str = ""
+    cpu_seconds: float = float("nan")   # user + system CPU of the worker and its kernel: the load-free cost
 
     @property
     def ok(self) -> bool:
@@ -148,9 +149,10 @@ def execute_one(src: Path, out: Path, scale: str, cwd: Path, cell_timeout: int) 
         except Exception as exc:  # kernel died, bad notebook
             error = f"{type(exc).__name__}: {one_line(exc)}"
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    peak_mib = peak / 2**20 if sys.platform == "darwin" else peak / 1024
-    return {"seconds": seconds, "peak_mib": peak_mib, "error": error}
+    kernel, worker = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
+    peak_mib = kernel.ru_maxrss / 2**20 if sys.platform == "darwin" else kernel.ru_maxrss / 1024
+    cpu = kernel.ru_utime + kernel.ru_stime + worker.ru_utime + worker.ru_stime
+    return {"seconds": seconds, "peak_mib": peak_mib, "cpu_seconds": cpu, "error": error}
 
 
 def failed_cell_number(executed: Path) -> int | None:
@@ -454,7 +456,8 @@ def _run_worker(root: Path, nb: Notebook, scale: str, label: str, threads: int, 
             _LIVE.pop(token, None)
     held, total = _claims(ledger)
     return Result(nb.name, label, report.get("seconds", time.perf_counter() - start),
-                  report.get("peak_mib", float("nan")), held, total, False, report.get("error", ""))
+                  report.get("peak_mib", float("nan")), held, total, False, report.get("error", ""),
+                  report.get("cpu_seconds", float("nan")))
 
 
 def _execute(root: Path, nb: Notebook, scale: str, label: str, key: str, force: bool, threads: int,

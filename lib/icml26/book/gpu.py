@@ -6,6 +6,11 @@
     ``make gpu`` and ``make gpu-check`` run it first, so the gpu scale never starts on a CPU,
     and a CPU-torch venv built by ``make test`` is not reused silently.
 
+``python -m icml26.book.gpu budget [--scale gpu] [--chapter SLUG ...] [--limit 300]``
+    Project every notebook's time at a scale from each chapter's ``cost.py`` on the CPU, without a GPU
+    (:mod:`icml26.book.budget`); exit 1 when a notebook is projected over the limit on one H100. Part of
+    ``make test`` and ``make gpu-check``.
+
 ``python -m icml26.book.gpu check [--chapter SLUG ...] [--device cuda] [--repeat 3] [--budget 480]``
     Time each chapter's headline kernel at the gpu preset's sizes and print a table of seconds
     and peak memory, failing when a kernel fails or the total exceeds the budget.
@@ -160,9 +165,19 @@ def _main(argv: list[str] | None = None) -> int:
     cmd.add_argument("--device", default="cuda", help="cuda (default); cpu only to try the plumbing")
     cmd.add_argument("--repeat", type=int, default=3)
     cmd.add_argument("--budget", type=float, default=480.0, help="seconds for the whole check")
+    bud = sub.add_parser("budget", help="project each notebook's seconds at a scale on the CPU (no GPU needed)")
+    bud.add_argument("--scale", default="gpu", choices=("smoke", "book", "gpu"))
+    bud.add_argument("--chapter", action="append", help="a chapter slug or module name; repeatable")
+    bud.add_argument("--limit", type=float, default=300.0, help="seconds per notebook (default 300)")
+    bud.add_argument("--refresh", action="store_true", help="measure every step and rewrite the stored counts")
+    bud.add_argument("--no-store", action="store_true", help="measure every step, read and write no stored counts")
     args = parser.parse_args(argv)
     if args.command == "guard":
         return guard()
+    if args.command == "budget":
+        from .budget import run as run_budget
+        return run_budget(args.scale, [c.replace("_", "-") for c in args.chapter or []] or None, args.limit,
+                          refresh=args.refresh, store=not args.no_store)
     if torch.device(args.device).type == "cuda" and guard() != 0:
         return 1
     modules = [m if m.startswith("icml26.") else f"icml26.{m.replace('-', '_')}" for m in args.chapter or []]

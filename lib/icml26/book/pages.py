@@ -367,8 +367,9 @@ def _current(root: Path, run: dict, scale: str) -> bool:
 
 def update_timings(root: Path, scale: str | None = None) -> dict:
     """Merge the runner's summaries (``_build/executed/<scale>/**/*.run.json``; every scale when
-    ``scale`` is None) into ``data/timings.json``: ``{notebook: {scale: {seconds, peak_mib, cores,
-    date}}}``. Only successful runs of the notebook's current content count; a dry run of the gpu
+    ``scale`` is None) into ``data/timings.json``: ``{notebook: {scale: {seconds, cpu_seconds, peak_mib,
+    cores, date}}}`` (``seconds`` is wall-clock and grows with the machine's load; ``cpu_seconds``, user +
+    system time of the worker and its kernel, does not, and is what the 5-minute budget is judged on). Only successful runs of the notebook's current content count; a dry run of the gpu
     scale (``ICML26_DRY``, kept in ``gpu-dry``) measures nothing and is not recorded."""
     from ..core.scale import SCALES, dry_run_enabled
 
@@ -392,7 +393,9 @@ def _merge_scale(root: Path, scale: str, data: dict) -> bool:
         run = json.loads(meta.read_text())
         if run.get("error") or "seconds" not in run or not _current(root, run, scale):
             continue
+        cpu = run.get("cpu_seconds")
         entry = {"seconds": round(float(run["seconds"]), 1),
+                 "cpu_seconds": None if cpu is None or math.isnan(cpu) else round(float(cpu), 1),
                  "peak_mib": None if run.get("peak_mib") is None or math.isnan(run["peak_mib"])
                  else round(float(run["peak_mib"])),
                  "cores": os.cpu_count()}
@@ -404,11 +407,16 @@ def _merge_scale(root: Path, scale: str, data: dict) -> bool:
     return changed
 
 
+def _duration(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
 def _seconds(entry: dict | None) -> str:
+    """Wall-clock time, and the CPU time (what the 5-minute budget is judged on) where recorded."""
     if not entry:
         return "not measured"
-    s = entry["seconds"]
-    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
+    cpu = entry.get("cpu_seconds")
+    return _duration(entry["seconds"]) + ("" if cpu is None else f" ({_duration(cpu)} CPU)")
 
 
 def _mib(entry: dict | None) -> str:
@@ -430,8 +438,9 @@ def compute_markdown(chapter: Chapter, timings: dict) -> str:
     cores = sorted({e.get("cores") for t in (timings.get(f"{chapter.slug}/{s}", {}) for s in chapter.notebooks)
                     for e in t.values() if e.get("cores")})
     where = f" on {'/'.join(map(str, cores))} CPU cores" if cores else ""
-    note = (f"Measured by the runner when the book was last built{where} (wall-clock seconds of one "
-            "execution, peak resident memory of the kernel; from `data/timings.json`)."
+    note = (f"Measured by the runner when the book was last built{where} (wall-clock time of one "
+            "execution, which grows with the machine's load, and in brackets, where recorded, its CPU time, "
+            "which does not; peak resident memory of the kernel; from `data/timings.json`)."
             + ("" if has_gpu else " The `gpu` column appears once a `make gpu` run has been recorded."))
     return "\n".join(lines + ["", note, ""])
 

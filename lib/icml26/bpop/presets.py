@@ -68,7 +68,10 @@ PRESETS = {
                         ipcov_targets=(0.6, 1.0), ipcov_seeds=1, qj_iter=100, n_exec=50,
                         alphas=(0.1, 1 / 3, 0.5, 0.9)),
     "book": BpopPreset(),
-    "gpu": BpopPreset(n_iter=100000, sra_iter=100000, n_chains=8, recovery_seeds=10, ipcov_seeds=10,
+    # n_iter and sra_iter sized from the cost model (issue 43): an MCMC iteration is launch-bound on a GPU
+    # (about 150 operators, 0.75 ms whatever the batch), so 100,000 iterations per study projected 565 s
+    # (notebook 1, seven studies) and 315 s (notebook 2); 25,000 project about 140 s each.
+    "gpu": BpopPreset(n_iter=25000, sra_iter=25000, n_chains=8, recovery_seeds=10, ipcov_seeds=10,
                       recovery_chains=4, validation_seeds=2, persona_seeds=10, persona_validation_seeds=3,
                       majority_datasets=1000,
                       timing_ns=(6, 8, 10, 12, 14, 16, 18), timing_orders=5, timing_repeat=5, qj_iter=20000,

@@ -77,10 +77,13 @@ PRESETS = {
                           probe_seeds=(0, 1), sft_lr_grid=(4e-3, 8e-3), modes=("none", "meta", "dynamics")),
     "book": DynVLAPreset(modes=("none", "meta", "dynamics"), n_train=1000, sft_epochs=8, rft_iterations=10,
                          rft_control=False, tok_steps=1000),
+    # loop counts sized from the cost model (issue 43; per step on one H100: tokenizer 5.4 ms, SFT 3.0 ms,
+    # GRPO iteration 32 ms): tok_steps 20,000, cot_tok_steps 10,000, sft_epochs 40 and rft_iterations 500
+    # projected 549 s (notebook 2, five tokenizer trainings) and 458 s (notebook 3); these about 225 s and 205 s
     "gpu": DynVLAPreset(n_scenes=5000, tok_scenes=8000, tok_d=128, tok_enc=4, tok_dec=3, tok_heads=4, m_codes=64,
-                        d_vq=16, tok_steps=20000, tok_batch=128, tok_lr=1e-3, log_every=500, ablate_bev=True,
-                        n_train=20000, n_test=2000, cot_tok_steps=10000, vla_d=128, vla_layers=4, vla_heads=8,
-                        sft_epochs=40, sft_batch=256, rft_iterations=500, seeds=(0, 1, 2, 3, 4),
+                        d_vq=16, tok_steps=8000, tok_batch=128, tok_lr=1e-3, log_every=500, ablate_bev=True,
+                        n_train=20000, n_test=2000, cot_tok_steps=5000, vla_d=128, vla_layers=4, vla_heads=8,
+                        sft_epochs=15, sft_batch=256, rft_iterations=250, seeds=(0, 1, 2, 3, 4),
                         n_val=2000, rft_modes=("none", "dynamics")),
 }
 

@@ -138,15 +138,24 @@ class SparseVAE(nn.Module):
         return grid, mu, logvar.clamp(-10, 4)
 
     def decode(self, grid: SparseGrid, z: Tensor, keep: Tensor | None = None,
-               gt_fine: Tensor | None = None) -> DecodeOut:
+               gt_fine: Tensor | None = None, context: bool = False) -> DecodeOut:
         """Decode the latent voxels selected by ``keep`` (all when None). Children kept after the x2
         subdivision: the ground-truth occupied ones when ``gt_fine`` (a dense bool ``res_fine^3`` grid)
-        is given (teacher forcing, TripoSF), else those with ``occ_logit > 0``."""
-        if keep is not None:
+        is given (teacher forcing, TripoSF), else those with ``occ_logit > 0``.
+
+        ``context=True`` is the context control of notebook 3: the latent blocks run on the **whole**
+        latent grid (the context every voxel has at test time) and only then are the kept voxels
+        selected for the upsampler, so a carved step differs from a full one only in which voxels
+        are supervised, not in what each decoded voxel sees [book choice]."""
+        if not isinstance(context, bool):
+            raise TypeError(f"context must be a bool, got {type(context).__name__}")
+        if keep is not None and not context:
             grid, z = grid.select(keep), z[keep]
         x = self.dec_in(z)
         for b in self.dec_blocks:
             x = b(x, grid)
+        if keep is not None and context:
+            grid, x = grid.select(keep), x[keep]
         occ = self.occ_head(x)                               # (N,8)
         child, parent = grid.subdivide()
         if gt_fine is not None:

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from .camera import Camera, random_camera, rasterize
 from .losses import _weight, render_losses, sparse_tv, tsdf_loss
-from .metrics import chamfer_fscore, hole_fraction, surface_points
+from .metrics import chamfer_fscore, hole_fraction, oracle_field, surface_points
 from .model import SparseVAE, fine_occupancy, kl_divergence
 from .render import render_sdf
 from .shapes import Mesh, sample_surface
@@ -54,6 +54,7 @@ class TrainConfig:
     seed: int = 0
     device: str = "cpu"
     log_every: int = 1
+    context: bool = False             # decoder blocks see the whole latent grid (context control)
 
     def __post_init__(self):
         """Every field checked by name: NaN, infinities and out-of-range values are refused here, not
@@ -85,6 +86,8 @@ class TrainConfig:
                 or not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in self.kappa)):
             raise ValueError(f"kappa must be a pair of positive numbers (start, end), got {self.kappa!r}")
         check_device(self.device, "device")
+        if not isinstance(self.context, bool):
+            raise ValueError(f"context must be a bool, got {self.context!r}")
 
     @property
     def res_fine(self) -> int:
@@ -142,7 +145,7 @@ def step_loss(model: SparseVAE, sd: ShapeData, cam: Camera, gt: dict, keep, cfg:
     grid, mu, logvar = model.encode(sd.points, sd.normals)
     eps = torch.randn(mu.shape, generator=gen, device="cpu").to(mu) if gen is not None else torch.randn_like(mu)
     z = mu + (0.5 * logvar).exp() * eps
-    out = model.decode(grid, z, keep=keep, gt_fine=sd.fine_occ)
+    out = model.decode(grid, z, keep=keep, gt_fine=sd.fine_occ, context=cfg.context)
     verts, cv = out.fine.corner_vertices()
     s, cons = shared_corner_average(out.corner_sdf, cv, verts.shape[0])
     pred = render_sdf(s, out.fine, cam, kappa=kappa)
@@ -218,33 +221,83 @@ def train_vae(shapes: list[ShapeData], cfg: TrainConfig, progress: bool = True,
 
 
 @torch.no_grad()
-def reconstruct_points(model: SparseVAE, sd: ShapeData) -> Tensor:
-    """Decode **all** latent voxels (the mean latent), prune children with ``occ_logit < 0`` and return the
-    zero crossings of the field on the active lattice (the marching-cubes vertices; pitfall: never
-    evaluate a carved decode)."""
+def decode_field(model: SparseVAE, sd: ShapeData) -> tuple[SparseGrid, Tensor]:
+    """Decode **all** latent voxels (the mean latent), prune children with ``occ_logit < 0`` and average
+    shared corners: the fine grid and its vertex field (pitfall: never evaluate a carved decode)."""
     grid, mu, _ = model.encode(sd.points, sd.normals)
     out = model.decode(grid, mu)
     verts, cv = out.fine.corner_vertices()
     s, _ = shared_corner_average(out.corner_sdf, cv, verts.shape[0])
-    return surface_points(out.fine, s)
+    return out.fine, s
 
 
 @torch.no_grad()
-def evaluate(model: SparseVAE, shapes: list[ShapeData], taus: tuple, n_ref: int = 20000) -> list[dict]:
-    """CD-L1, CD-L2 and F1 per held-out shape (reference: fresh surface samples). A decode without any
-    zero crossing scores against the fine voxel centres (and is flagged ``empty``)."""
-    rows = []
-    for i, sd in enumerate(shapes):
-        P = reconstruct_points(model, sd)
-        empty = P.shape[0] == 0
-        if empty:
-            grid, mu, _ = model.encode(sd.points, sd.normals)
-            P = model.decode(grid, mu).fine.centers()
-        ref, _ = sample_surface(sd.mesh, n_ref, seed=10_000 + i)
-        r = chamfer_fscore(P, ref, taus)
-        r.update(kind=sd.mesh.kind, is_open=sd.mesh.is_open, empty=empty)
-        rows.append(r)
-    return rows
+def reconstruct_points(model: SparseVAE, sd: ShapeData) -> Tensor:
+    """The zero crossings of the fully decoded field on the active lattice (the marching-cubes
+    vertices), see :func:`decode_field`."""
+    return surface_points(*decode_field(model, sd))
+
+
+def heldout_cameras(index: int, n_views: int, H: int) -> list[Camera]:
+    """The held-out evaluation cameras of test shape ``index`` (a generator of their own, never the
+    training cameras)."""
+    g = torch.Generator().manual_seed(20_000 + index)
+    return [random_camera(g, H, H) for _ in range(n_views)]
+
+
+@torch.no_grad()
+def score_field(grid: SparseGrid, s: Tensor, sd: ShapeData, index: int, taus: tuple, n_ref: int = 20000,
+                n_views: int = 2, H: int = 48, kappa: float = 0.1) -> dict:
+    """Scores of one decoded field of held-out shape ``index``: CD-L1, CD-L2 and F1 of its zero crossings
+    against fresh surface samples (a field without any zero crossing scores its fine voxel centres and
+    is flagged ``empty``), and, from ``n_views`` held-out cameras, the rendered **depth error** (mean
+    ``|D - D*|`` in fine voxels ``h`` over ground-truth foreground pixels rendered opaque) and **hole
+    fraction** (:func:`~icml26.focusing.metrics.hole_fraction`). The render metrics see what the render
+    loss sees; the Chamfer distance sees where the zero level sits (the two can disagree)."""
+    P = surface_points(grid, s)
+    empty = P.shape[0] == 0
+    if empty:
+        P = grid.centers()
+    ref, _ = sample_surface(sd.mesh, n_ref, seed=10_000 + index)
+    r = chamfer_fscore(P, ref, taus)
+    h = 1.0 / grid.res
+    holes, errs = [], []
+    for cam in heldout_cameras(index, n_views, H):
+        cam = cam.to(s.device)
+        gt = rasterize(sd.mesh, cam)
+        pr = render_sdf(s, grid, cam, kappa=kappa)
+        holes.append(hole_fraction(pr["mask"], gt["mask"]))
+        both = gt["mask"] & (pr["mask"] >= 0.5)
+        if both.any():
+            errs.append(float((pr["depth"][both] - gt["depth"][both]).abs().mean()) / h)
+    r.update(kind=sd.mesh.kind, is_open=sd.mesh.is_open, empty=empty,
+             hole=sum(holes) / max(1, len(holes)), depth_err_h=sum(errs) / len(errs) if errs else math.nan)
+    return r
+
+
+@torch.no_grad()
+def evaluate(model: SparseVAE, shapes: list[ShapeData], taus: tuple, n_ref: int = 20000, n_views: int = 2,
+             H: int = 48) -> list[dict]:
+    """:func:`score_field` of every held-out shape, every latent voxel decoded."""
+    return [score_field(*decode_field(model, sd), sd, i, taus, n_ref, n_views, H) for i, sd in enumerate(shapes)]
+
+
+@torch.no_grad()
+def reference_fields(sd: ShapeData, which: str) -> tuple[SparseGrid, Tensor]:
+    """Fields that need no learning, read beside the no-learning floor (the untrained decoder, which
+    has no zero crossing either, so :func:`score_field` scores its fine voxel centres):
+
+    - ``"band"``: the ground-truth fine band with a constant positive field (no zero crossing, so the
+      Chamfer distance scores the band's voxel centres);
+    - ``"oracle"``: the ground-truth fine band with the oracle signed distance
+      (:func:`~icml26.focusing.metrics.oracle_field`): what a perfect decoder could reach on this grid."""
+    if which not in ("band", "oracle"):
+        raise ValueError(f"which must be 'band' or 'oracle', got {which!r}")
+    grid = SparseGrid(sd.fine_occ.nonzero(), sd.fine_occ.shape[0], check=False)
+    verts, _ = grid.corner_vertices()
+    if which == "band":
+        return grid, torch.full((verts.shape[0],), 1.0 / grid.res, device=sd.points.device)
+    return grid, oracle_field(grid, sd.points, sd.normals)
 
 
 def fit_field(sd: ShapeData, steps: int, H: int, W: int, tsdf: bool, tv: bool, seed: int = 0,

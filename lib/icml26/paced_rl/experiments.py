@@ -529,11 +529,14 @@ def validation_auc(cfg, task: HiddenRuleTask, method: str, lr: float, cache: dic
 def runs_at(cfg, task: HiddenRuleTask, method: str, lr: float, seeds, cache: dict | None = None,
             **overrides) -> list:
     """Results of ``method`` at ``lr`` for every seed of ``seeds`` (paired warm starts), reusing and
-    filling ``cache`` ({(method, lr, seed, n_test): result}, ``n_test`` telling a validation task from
-    the full one) so that a run is never repeated."""
+    filling ``cache`` ({(method, lr, seed, n_test, settings): result}) so that a run is never repeated.
+    ``n_test`` tells a validation task from the full one; ``settings`` holds the sorted keyword
+    ``overrides``, so a run with another setting (``clip_policy``, ``diagnostics``) is never answered by
+    a cached run of the default."""
     cache = {} if cache is None else cache
+    settings = tuple(sorted(overrides.items()))
     def key(s):
-        return method, float(lr), s, task.n_test
+        return method, float(lr), s, task.n_test, settings
 
     todo = [s for s in seeds if key(s) not in cache]
     if todo:

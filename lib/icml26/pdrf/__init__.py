@@ -10,7 +10,7 @@
 """
 
 from .data import THRESHOLDS, RadarConfig, embedded_ring, generate_radar, make_splits
-from .flow import KINDS, det_loss, induced_velocity, interpolate, pdrf_loss, sample, train
+from .flow import KINDS, det_loss, induced_velocity, interpolate, loss_weight_share, pdrf_loss, sample, train
 from .metrics import (
     NowcastEvaluator,
     contingency,
@@ -38,7 +38,7 @@ def get_setting(name: str) -> PDRFPreset:
 __all__ = [
     "KINDS", "PRESETS", "SETTINGS", "THRESHOLDS", "CondUNet", "NowcastEvaluator", "PDRFPreset", "RadarConfig",
     "ToyMLP", "centroid", "contingency", "det_loss", "embedded_ring", "estimate_motion", "fss_from_sums", "fss_sums",
-    "generate_radar", "get_setting", "gpu_check", "induced_velocity", "interpolate", "make_splits", "max_pool",
+    "generate_radar", "get_setting", "gpu_check", "induced_velocity", "interpolate", "loss_weight_share", "make_splits", "max_pool",
     "off_manifold_residual", "pdrf_loss", "persistence", "preset", "rotation_test", "sample", "scores_from_counts",
     "semi_lagrangian", "sl_teacher", "sliced_wasserstein", "train",
 ]

@@ -7,16 +7,20 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from ..core.compare import paired_init
 from . import metrics as mt
 from .data import THRESHOLDS, embedded_ring, generate_radar, make_splits
-from .flow import pdrf_loss, sample, train
+from .flow import loss_weight_share, pdrf_loss, sample, train
 from .models import CondUNet, ToyMLP
 from .physics import estimate_motion, persistence, semi_lagrangian, sl_teacher
 
 MODEL_LABELS = {"persistence": "persistence", "sl_est": "SL (estimated motion)",
                 "sl_est_traj": "SL (estimated, trajectory)", "sl_true": "SL (true motion)",
-                "det": "U-Net (MSE)", "rf_v": "RF-v", "rf_x": "RF-x", "pdrf": "PDRF"}
+                "det": "U-Net (MSE)", "rf_v": "RF-v", "rf_x": "RF-x", "pdrf": "PDRF",
+                "rf_x_old": "RF-x, old cap (lr of the new cap, 1 seed)",
+                "pdrf_still": "PDRF, still teacher (1 seed)"}
 LEARNED = ("det", "rf_v", "rf_x", "pdrf")
+NB3_FSS = (5,)  # the one FSS window NB3 shows (5 x 5); the other windows cost evaluation time for nothing
 
 
 # -- NB1: the restoring effect and the embedded ring ---------------------------------------------------
@@ -130,11 +134,13 @@ def classical_forecasts(cfg, frames, motion, est) -> dict:
             "sl_true": semi_lagrangian(last, motion, t_out, "trajectory").clamp(0, 1)}
 
 
-def evaluate(cfg, preds: dict, obs: torch.Tensor, x_sl: torch.Tensor | None = None) -> dict:
-    """One :class:`~icml26.pdrf.metrics.NowcastEvaluator` summary per forecast (batches of ``eval_batch``)."""
+def evaluate(cfg, preds: dict, obs: torch.Tensor, x_sl: torch.Tensor | None = None,
+             fss_windows=(1, 3, 5, 9)) -> dict:
+    """One :class:`~icml26.pdrf.metrics.NowcastEvaluator` summary per forecast (batches of
+    ``eval_batch``); ``fss_windows`` trims the FSS windows where only the other scores are needed."""
     out = {}
     for name, pred in preds.items():
-        ev = mt.NowcastEvaluator(THRESHOLDS, cfg.radar.t_out, pool=4, clip=True)
+        ev = mt.NowcastEvaluator(THRESHOLDS, cfg.radar.t_out, fss_windows=fss_windows, pool=4, clip=True)
         for i in range(0, obs.shape[0], cfg.eval_batch):
             sl = None if x_sl is None else x_sl[i:i + cfg.eval_batch]
             ev.update(pred[i:i + cfg.eval_batch], obs[i:i + cfg.eval_batch], sl)
@@ -175,15 +181,19 @@ def skill_table(scores: dict, thr_index: int = 1, fss_thr: int = 2, fss_win: int
 def make_unet(cfg, kind: str, device=None) -> CondUNet:
     r = cfg.radar
     return CondUNet(r.t_in, r.t_out, base=cfg.base, mults=cfg.mults, emb_dim=cfg.emb_dim,
-                    noise_input=(kind != "det")).to(device)
+                    noise_input=(kind != "det"), patch=cfg.patch).to(device)
 
 
-def train_model(cfg, kind: str, train_frames, seed: int = 0, teacher=None, device=None, lambda_phy=None):
-    """One U-Net of ``kind`` with the shared budget (same steps, batch, optimiser, EMA)."""
-    torch.manual_seed(1000 * seed + LEARNED.index(kind))
-    model = make_unet(cfg, kind, device)
+def train_model(cfg, kind: str, train_frames, seed: int = 0, teacher=None, device=None, lambda_phy=None,
+                t_eps=None):
+    """One U-Net of ``kind`` with the shared budget (same steps, batch, optimiser, EMA). The initial
+    weights depend on ``seed`` alone (:func:`~icml26.core.compare.paired_init`), so RF-v, RF-x and
+    PDRF start from the same weights per seed; the training batches and noise come from a generator
+    seeded by ``seed`` alone too. ``t_eps`` overrides the preset's training cap (the control row)."""
+    model = paired_init(int(seed), lambda: make_unet(cfg, kind, device))
     return train(model, kind, train_frames, cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr,
-                 lambda_phy=cfg.lambda_phy if lambda_phy is None else lambda_phy, t_eps=cfg.t_eps,
+                 lambda_phy=cfg.lambda_phy if lambda_phy is None else lambda_phy,
+                 t_eps=cfg.t_eps if t_eps is None else t_eps,
                  ema_beta=cfg.ema_beta, ema_every=cfg.ema_every, teacher=teacher,
                  generator=torch.Generator().manual_seed(100 + seed))
 
@@ -199,7 +209,7 @@ def predict(cfg, kind: str, model, cond: torch.Tensor, noise: torch.Tensor | Non
         else:
             nz = noise[i:i + cfg.eval_batch]
             outs.append(sample(model, c, nz.shape, nfe=cfg.nfe, param="v" if kind == "rf_v" else "x",
-                               t_eps=cfg.t_eps, noise=nz))
+                               t_eps=cfg.sample_t_eps, noise=nz))
     return torch.cat(outs).clamp(0, 1)
 
 
@@ -228,9 +238,65 @@ def bootstrap_gap(counts_a: torch.Tensor, counts_b: torch.Tensor, leads, n_boot:
             "std": float(boots.std()), "frac_pos": float((boots > 0).mean())}
 
 
+def weighting_table(t_eps_values, cutoffs=(0.95, 0.8), nfe: int = 5) -> pd.DataFrame:
+    """Point 1 of the weighting lesson: for each training cap, the share of the flow loss's expected
+    weight on ``t > c`` (:func:`~icml26.pdrf.flow.loss_weight_share`) and on the times the
+    ``nfe``-step uniform sampler queries (t <= 1 - 1/nfe)."""
+    rows = []
+    last = 1.0 - 1.0 / nfe
+    for e in t_eps_values:
+        sh = loss_weight_share(e, tuple(cutoffs) + (last,))
+        rows.append({"t_eps": e, **{f"weight on t > {c:g}": sh[float(c)] for c in cutoffs},
+                     f"weight on t <= {last:g} (sampler)": 1.0 - sh[float(last)]})
+    return pd.DataFrame(rows).set_index("t_eps")
+
+
+def release_teacher_gap(last: torch.Tensor, motion: torch.Tensor, t_out: int, n_cases: int = 16,
+                        border: int = 3) -> dict:
+    """Point 4: the book's teacher (straight backtrace, bilinear, zero outside the frame) against the
+    release's scheme (straight backtrace with source coordinates clipped into the frame, order-3
+    spline without prefilter, ``mode="nearest"``; scipy's ``map_coordinates``), both clipped to
+    [0, 1], on the first ``n_cases`` cases. A diagnostic on a few cases, so it loops over cases.
+    Returns the largest absolute difference, its mean inside and the largest within ``border``
+    pixels of the edge."""
+    from scipy.ndimage import map_coordinates
+
+    n = min(n_cases, last.shape[0])
+    book = semi_lagrangian(last[:n], motion[:n], t_out, "straight").clamp(0, 1).cpu().double().numpy()
+    x0, u = last[:n].cpu().double().numpy(), motion[:n].cpu().double().numpy()
+    H, W = x0.shape[-2:]
+    yy, xx = np.meshgrid(np.arange(H, dtype=float), np.arange(W, dtype=float), indexing="ij")
+    rel = np.empty_like(book)
+    for b in range(n):
+        for k in range(1, t_out + 1):
+            ys = np.clip(yy - k * u[b, 1], 0, H - 1)
+            xs = np.clip(xx - k * u[b, 0], 0, W - 1)
+            rel[b, k - 1] = map_coordinates(x0[b], [ys, xs], order=3, prefilter=False, mode="nearest")
+    diff = np.abs(book - np.clip(rel, 0, 1))
+    edge = np.zeros((H, W), dtype=bool)
+    edge[:border], edge[-border:], edge[:, :border], edge[:, -border:] = True, True, True, True
+    return {"max": float(diff.max()), "interior_mean": float(diff[..., ~edge].mean()),
+            "border_max": float(diff[..., edge].max()), "interior_max": float(diff[..., ~edge].max())}
+
+
+def _half_mean(arr, half) -> float:
+    return mt.nanmean(np.asarray(arr)[..., half])
+
+
 def model_study(cfg, device=None) -> dict:
     """NB3: train U-Net (MSE), RF-v, RF-x and PDRF with one budget, forecast the test set (same
-    noise for all generative models) and score them next to the classical baselines."""
+    noise for all generative models) and score them next to the classical baselines.
+
+    RF-x and PDRF are trained on every seed of ``cfg.seeds`` (paired: same data, initial weights,
+    batches and flow noise per seed); the U-Net, RF-v and the control RF-x with the old cap
+    ``cfg.control_t_eps`` once, on the first seed. ``cfg.single_runs`` names the kinds trained once
+    (the U-Net, and RF-v where the preset trains it); with ``cfg.still_control`` a PDRF whose teacher is
+    the last input frame repeated (no motion) is trained once too, the control that separates the
+    teacher's advection from any pull towards a smooth field. FSS is scored for the 5 x 5 window only
+    (:data:`NB3_FSS`). ``per_seed`` holds the RF-x / PDRF scores per seed."""
+    bad = [k for k in cfg.single_runs if k not in ("det", "rf_v")]
+    if bad:
+        raise ValueError(f"single_runs must name kinds among ('det', 'rf_v'), got {bad}")
     r = cfg.radar
     sp = make_splits(r, cfg.n_train, cfg.n_test, seed=cfg.seed, device=device)
     tr, te = sp["train"], sp["test"]
@@ -241,44 +307,61 @@ def model_study(cfg, device=None) -> dict:
     classical = classical_forecasts(cfg, te, sp["test_motion"], ms["est"])
     x_sl = classical["sl_est"]
     noise = torch.randn(obs.shape, generator=torch.Generator().manual_seed(4242)).to(obs)
-    models, hist, preds, extra = {}, {}, dict(classical), {}
-    for kind in LEARNED:
-        seeds = cfg.seeds if kind in ("rf_x", "pdrf") else cfg.seeds[:1]
-        for s in seeds:
-            m, h = train_model(cfg, kind, tr, seed=s, teacher=teach_tr if kind == "pdrf" else None, device=device)
-            p = predict(cfg, kind, m, cond, noise)
-            if s == cfg.seeds[0]:
-                models[kind], hist[kind], preds[kind] = m, h, p
-            else:
-                extra[(kind, s)] = p
-    scores = evaluate(cfg, preds, obs, x_sl=x_sl)
+    s0 = cfg.seeds[0]
+    runs = [(k, s0, None) for k in cfg.single_runs] + [(k, s, None) for s in cfg.seeds for k in ("rf_x", "pdrf")]
+    if cfg.control_t_eps is not None:
+        runs.append(("rf_x_old", s0, cfg.control_t_eps))
+    if cfg.still_control:
+        runs.append(("pdrf_still", s0, None))
+    # the still teacher: the last input frame repeated over the leads (no motion at all)
+    still_tr = tr[:, r.t_in - 1:r.t_in].expand(-1, r.t_out, -1, -1).contiguous() if cfg.still_control else None
+    teachers = {"pdrf": teach_tr, "pdrf_still": still_tr}
+    kinds = {"rf_x_old": "rf_x", "pdrf_still": "pdrf"}
+    models, hist, preds, per_seed_scores = {}, {}, dict(classical), {}
+    for name, s, eps in tqdm(runs, desc="models x seeds", leave=False):
+        kind = kinds.get(name, name)
+        m, h = train_model(cfg, kind, tr, seed=s, teacher=teachers.get(name), device=device, t_eps=eps)
+        p = predict(cfg, kind, m, cond, noise)
+        if s == s0:
+            models[name], hist[name], preds[name] = m, h, p
+        if name in ("rf_x", "pdrf"):
+            per_seed_scores[(name, s)] = evaluate(cfg, {name: p}, obs, x_sl=x_sl, fss_windows=NB3_FSS)[name]
+    scores = evaluate(cfg, {k: v for k, v in preds.items() if k not in ("rf_x", "pdrf")}, obs, x_sl=x_sl,
+                      fss_windows=NB3_FSS)
+    scores.update({k: per_seed_scores[(k, s0)] for k in ("rf_x", "pdrf")})
+    order = list(classical) + [k for k in ("det", "rf_v", "rf_x", "pdrf", "rf_x_old", "pdrf_still") if k in preds]
+    scores = {k: scores[k] for k in order}
     half = list(range(r.t_out // 2, r.t_out))
+    per_seed = {"seeds": list(cfg.seeds)}
+    for k in ("rf_x", "pdrf"):
+        ss = [per_seed_scores[(k, s)] for s in cfg.seeds]
+        per_seed[k] = {"pooled_half": np.array([_half_mean(x["pooled_csi"][1], half) for x in ss]),
+                       "csi_m": np.array([x["csi_m"] for x in ss]),
+                       "adv_mse": np.stack([np.asarray(x["adv_mse"]) for x in ss]),
+                       "adv_mean": np.array([float(np.mean(x["adv_mse"])) for x in ss])}
     cc = {k: case_counts(preds[k], obs, THRESHOLDS[1], pool=4) for k in ("rf_x", "pdrf")}
     boot = bootstrap_gap(cc["pdrf"], cc["rf_x"], half, cfg.n_boot, seed=cfg.seed)
-    seed_gaps = []
-    for s in cfg.seeds[1:]:
-        sc = evaluate(cfg, {"rf_x": extra[("rf_x", s)], "pdrf": extra[("pdrf", s)]}, obs)
-        seed_gaps.append(float(np.mean(sc["pdrf"]["pooled_csi"][1, half]) - np.mean(sc["rf_x"]["pooled_csi"][1, half])))
-    seed_gaps.insert(0, float(np.mean(scores["pdrf"]["pooled_csi"][1, half]) - np.mean(scores["rf_x"]["pooled_csi"][1, half])))
+    seed_gaps = per_seed["pdrf"]["pooled_half"] - per_seed["rf_x"]["pooled_half"]
     case = int(torch.argmax((obs >= THRESHOLDS[3]).sum((1, 2, 3))[: min(16, obs.shape[0])]))
     trajs = {}
-    for kind in ("rf_v", "pdrf"):
+    for kind in ("rf_v" if "rf_v" in models else "rf_x", "pdrf"):
         _, tr_k = sample(models[kind], cond[case:case + 1], obs[case:case + 1].shape, nfe=cfg.nfe,
-                         param="v" if kind == "rf_v" else "x", t_eps=cfg.t_eps, noise=noise[case:case + 1],
+                         param="v" if kind == "rf_v" else "x", t_eps=cfg.sample_t_eps, noise=noise[case:case + 1],
                          return_traj=True)
         trajs[kind] = {k: v[:, 0].cpu() for k, v in tr_k.items()}
     return {"test": te, "obs": obs, "cond": cond, "x_sl": x_sl, "preds": preds, "scores": scores, "models": models,
-            "hist": hist, "boot": boot, "seed_gaps": np.array(seed_gaps), "case": case, "trajs": trajs,
-            "epe_rain": ms["epe_rain"], "half": half}
+            "hist": hist, "boot": boot, "seed_gaps": seed_gaps, "case": case, "trajs": trajs,
+            "epe_rain": ms["epe_rain"], "half": half, "per_seed": per_seed, "est": ms["est"]}
 
 
-def claim_numbers(scores: dict, half, t_out: int) -> dict:
-    """The quantities of spec claims 12-16 from NB3 scores."""
+def claim_numbers(scores: dict, half, t_out: int, fss_win: int = 2) -> dict:
+    """The quantities of spec claims 12-16 from NB3 scores (``fss_win``: the index of the 5 x 5 FSS
+    window among the windows evaluated; 0 for :data:`NB3_FSS`)."""
     last3 = list(range(max(0, t_out - 3), t_out))
     return {
         "csi_m": {k: s["csi_m"] for k, s in scores.items()},
         "bias_last3": {k: mt.nanmean(s["bias"][3, last3]) for k, s in scores.items()},
         "adv_mse": {k: s["adv_mse"] for k, s in scores.items()},
-        "fss_half": {k: mt.nanmean(s["fss"][2, 2, half]) for k, s in scores.items()},
+        "fss_half": {k: mt.nanmean(s["fss"][2, fss_win, half]) for k, s in scores.items()},
         "pooled_half": {k: mt.nanmean(s["pooled_csi"][1, half]) for k, s in scores.items()},
     }

@@ -169,6 +169,26 @@ def sample(model: nn.Module, cond: torch.Tensor | None, shape, nfe: int = 5, par
     return z
 
 
+def loss_weight_share(t_eps: float, cutoffs=(0.95, 0.8)) -> dict:
+    """Share of the data-space flow loss's expected weight that falls on ``t > c`` for each cutoff.
+
+    Eq. 5 weights the data-space error by w(t) = 1 / max(1 - t, t_eps)^2 with t ~ U(0, 1). In
+    closed form the total is int_0^1 w = 2 / t_eps - 1, and the part above c is
+    1 / t_eps - 1 / (1 - c) + 1 / t_eps when 1 - c > t_eps, else (1 - c) / t_eps^2. With t_eps
+    0.05 about half the weight sits on t > 0.95, a region a 5-step uniform sampler (t_k <= 0.8)
+    never queries. Returns ``{c: share}``.
+    """
+    _check_t_eps(t_eps)
+    out = {}
+    total = 2.0 / t_eps - 1.0
+    for c in cutoffs:
+        check_real("cutoffs", c, lo=0.0, hi=1.0)
+        tail = 1.0 - c
+        above = 2.0 / t_eps - 1.0 / tail if tail > t_eps else tail / t_eps ** 2
+        out[float(c)] = above / total
+    return out
+
+
 def _cosine_lr(step, steps, warmup):
     if step < warmup:
         return (step + 1) / warmup

@@ -38,22 +38,25 @@ class CondUNet(nn.Module):
     One residual block per level down and up, one middle block, GroupNorm + SiLU, time embedding as
     a per-channel bias in every block, concatenation skips, last conv initialised near zero (gain
     1e-5, as the official network). ``noise_input=False`` gives the deterministic baseline
-    (input C only, ``forward(None, None, cond)``).
+    (input C only, ``forward(None, None, cond)``). ``patch > 1`` folds each ``patch x patch``
+    block of pixels into channels before the first conv and unfolds the output (pixel
+    (un)shuffle): the U-Net then runs on a grid ``patch`` times coarser, about ``patch**2`` times
+    cheaper at the same width (a book choice for the CPU budget).
     """
 
     def __init__(self, t_in: int, t_out: int, base: int = 16, mults: tuple = (1, 2, 2), emb_dim: int = 64,
-                 noise_input: bool = True):
+                 noise_input: bool = True, patch: int = 1):
         super().__init__()
-        for name, v in (("t_in", t_in), ("t_out", t_out), ("base", base), ("emb_dim", emb_dim)):
+        for name, v in (("t_in", t_in), ("t_out", t_out), ("base", base), ("emb_dim", emb_dim), ("patch", patch)):
             check_int(name, v)
         if t_in < 2:
             raise ValueError(f"t_in must be >= 2, got {t_in}")
         if not mults or any((not isinstance(mm, int)) or mm < 1 for mm in mults):
             raise ValueError(f"mults must be a non-empty tuple of positive ints, got {mults!r}")
-        self.t_in, self.t_out, self.noise_input, self.emb_dim = t_in, t_out, noise_input, emb_dim
-        self.factor = 2 ** (len(mults) - 1)
+        self.t_in, self.t_out, self.noise_input, self.emb_dim, self.patch = t_in, t_out, noise_input, emb_dim, patch
+        self.factor = patch * 2 ** (len(mults) - 1)
         chans = [base * mm for mm in mults]
-        self.inp = nn.Conv2d(t_in + (t_out if noise_input else 0), chans[0], 3, padding=1)
+        self.inp = nn.Conv2d((t_in + (t_out if noise_input else 0)) * patch ** 2, chans[0], 3, padding=1)
         self.temb = nn.Sequential(nn.Linear(emb_dim, emb_dim), nn.SiLU(), nn.Linear(emb_dim, emb_dim))
         self.down = nn.ModuleList()
         c = chans[0]
@@ -66,7 +69,7 @@ class CondUNet(nn.Module):
             self.up.append(ResBlock(c + ch, ch, emb_dim))
             c = ch
         self.out_norm = nn.GroupNorm(min(8, c), c)
-        self.out = nn.Conv2d(c, t_out, 3, padding=1)
+        self.out = nn.Conv2d(c, t_out * patch ** 2, 3, padding=1)
         nn.init.xavier_uniform_(self.out.weight, gain=1e-5)
         nn.init.zeros_(self.out.bias)
 
@@ -77,7 +80,7 @@ class CondUNet(nn.Module):
         if Tc != self.t_in:
             raise ValueError(f"cond must have t_in={self.t_in} frames, got {Tc}")
         if H % self.factor or W % self.factor:
-            raise ValueError(f"H and W must be divisible by {self.factor} (2**(len(mults)-1)), got {H}x{W}")
+            raise ValueError(f"H and W must be divisible by {self.factor} (patch * 2**(len(mults)-1)), got {H}x{W}")
         if self.noise_input:
             if not isinstance(z, torch.Tensor) or z.shape != (B, self.t_out, H, W):
                 raise ValueError(f"z must have shape {(B, self.t_out, H, W)}, got {getattr(z, 'shape', z)!r}")
@@ -89,7 +92,7 @@ class CondUNet(nn.Module):
             t = torch.zeros(B, device=cond.device, dtype=cond.dtype)
             x = cond
         e = self.temb(time_embedding(t.to(cond.dtype), self.emb_dim))
-        h = self.inp(x)
+        h = self.inp(F.pixel_unshuffle(x, self.patch) if self.patch > 1 else x)
         skips = []
         for i, blk in enumerate(self.down):
             h = blk(h, e)
@@ -102,7 +105,8 @@ class CondUNet(nn.Module):
             if h.shape[-1] != s.shape[-1]:
                 h = F.interpolate(h, scale_factor=2, mode="nearest")
             h = blk(torch.cat([h, s], 1), e)
-        return self.out(F.silu(self.out_norm(h)))
+        out = self.out(F.silu(self.out_norm(h)))
+        return F.pixel_shuffle(out, self.patch) if self.patch > 1 else out
 
 
 class ToyMLP(nn.Module):

@@ -175,7 +175,8 @@ def gallery(obs, preds: dict, case: int, leads, names):
 
 
 def sampling_steps(trajs: dict, lead: int):
-    """F14: Z_k and the clean predictions X1_hat^(k) of RF-v and PDRF on one case at one lead."""
+    """F14: Z_k and the clean predictions X1_hat^(k) of each model in ``trajs`` (RF-v or RF-x, and PDRF)
+    on one case at one lead."""
     kinds = list(trajs)
     n = trajs[kinds[0]]["x1_hat"].shape[0]
     fig, axes = plt.subplots(2 * len(kinds), n + 1, figsize=(6.9, 1.05 * 2 * len(kinds) + 0.3))

@@ -190,34 +190,102 @@ def token_gain(rec_a: pd.DataFrame, rec_b: pd.DataFrame, k: int = 8, k0: int = 0
 def shrink_study(model: DiffusionTokenizer, data: dict, rhos, steps: int = 25, seed: int = 0,
                  progress: bool = True) -> pd.DataFrame:
     """Zero-shot shrinking (Sec. 3.8): decode each protein's tokens at L' = floor(rho L) and align the
-    decode to its parent with TM-align (tmtools; TM normalised by the shorter chain). Control: the same
-    decode against a random other-class protein of the parent's length. Also the book's own TM-score
-    (equal lengths only, rho = 1). Rows: protein, rho, tm_parent, tm_control, rmsd_parent (aligned)."""
+    decode with TM-align (tmtools; TM normalised by the shorter chain) to its parent (``tm_parent``), to
+    a chain of another fold program (``tm_control``) and to another chain of the parent's own program
+    (``tm_same``; NaN where the length group has none), partners of the parent's length drawn once per
+    protein and used at every rho. The no-treatment decode, from the same noise with no tokens
+    (``n_keep=0``), is aligned to the parent and the control too (``tm_parent_k0``, ``tm_control_k0``).
+    Rows: protein, length, rho, those scores and ``rmsd_parent`` (aligned)."""
     p = next(model.parameters())
     rows = []
     rng = np.random.default_rng(seed)
-    groups = list(_groups(data))
-    for length, idx, x in tqdm(groups, leave=False, disable=not progress, desc="shrink"):
+    for length, idx, x in tqdm(list(_groups(data)), leave=False, disable=not progress, desc="shrink"):
         x = x.to(p.device, p.dtype)
         _, tok = model.encode(center_and_scale(x))
-        labels = data["label"][idx]
+        labels = data["label"][idx].numpy()
+        own = np.arange(len(labels))
+        other = [int(rng.choice(own[labels != lab])) if (labels != lab).any() else -1 for lab in labels]
+        same = [int(rng.choice(own[(labels == lab) & (own != a)])) if ((labels == lab) & (own != a)).any() else -1
+                for a, lab in enumerate(labels)]
+        xc = x.cpu().double().numpy()
         for rho in rhos:
             lp = int(np.floor(rho * length))
-            y = model.decode(tok, lp, steps=steps, eta=0.0, guidance=1.0, score_weight=0.0,
-                             generator=gen(p.device, seed * 1000 + lp)) * 10.0
-            own = tm_score(y, x).cpu() if lp == length else None
-            yc, xc = y.cpu().double().numpy(), x.cpu().double().numpy()
+            dec = {k: model.decode(tok, lp, n_keep=k, steps=steps, eta=0.0, guidance=1.0, score_weight=0.0,
+                                   generator=gen(p.device, seed * 1000 + lp)).mul(10.0).cpu().double().numpy()
+                   for k in (None, 0)}
             for a, i in enumerate(idx.tolist()):
-                others = (labels != labels[a]).nonzero().flatten().tolist()
-                if not others:
+                if other[a] < 0:
                     continue
-                b = others[int(rng.integers(len(others)))]
-                par = tm_align(yc[a], xc[a])
-                ctl = tm_align(yc[a], xc[b])
+                y, y0 = dec[None][a], dec[0][a]
+                par = tm_align(y, xc[a])
                 rows.append({"protein": i, "length": length, "rho": rho, "tm_parent": par["tm_short"],
-                             "tm_control": ctl["tm_short"], "rmsd_parent": par["rmsd"],
-                             "tm_own": float(own[a]) if own is not None else np.nan})
+                             "tm_control": tm_align(y, xc[other[a]])["tm_short"],
+                             "tm_same": tm_align(y, xc[same[a]])["tm_short"] if same[a] >= 0 else np.nan,
+                             "tm_parent_k0": tm_align(y0, xc[a])["tm_short"],
+                             "tm_control_k0": tm_align(y0, xc[other[a]])["tm_short"], "rmsd_parent": par["rmsd"]})
     return pd.DataFrame(rows)
+
+
+def native_pairs(data: dict, seed: int = 0, progress: bool = True) -> pd.DataFrame:
+    """The calibration of TM-align on these chains: each native chain aligned (TM normalised by the shorter
+    chain) with a random other native chain of its own fold program and with one of another program, of
+    any length. A decode that "keeps the fold" should score against its parent like a same-program
+    native does, not like a chain of another program. Rows: protein, tm_same, tm_other."""
+    labels = data["label"]
+    if not isinstance(labels, torch.Tensor) or labels.ndim != 1 or labels.numel() < 3:
+        raise ValueError("data['label'] must be a 1-D tensor with at least 3 chains")
+    rng = np.random.default_rng(seed)
+    lab = labels.numpy()
+    lengths = data["length"].tolist()
+    chains = [data["CA"][i, :n].double().numpy() for i, n in enumerate(lengths)]
+    rows = []
+    for a in tqdm(range(len(lab)), leave=False, disable=not progress, desc="native pairs"):
+        same = np.flatnonzero((lab == lab[a]) & (np.arange(len(lab)) != a))
+        other = np.flatnonzero(lab != lab[a])
+        if len(same) == 0 or len(other) == 0:
+            continue
+        b, c = int(rng.choice(same)), int(rng.choice(other))
+        rows.append({"protein": a, "tm_same": tm_align(chains[a], chains[b])["tm_short"],
+                     "tm_other": tm_align(chains[a], chains[c])["tm_short"]})
+    return pd.DataFrame(rows)
+
+
+def shrink_calibration(df: pd.DataFrame, rho: float = 0.8, n_boot: int = 2000, seed: int = 0) -> dict[str, float]:
+    """Shrinking judged against its own references (rows of :func:`shrink_study`, which must hold rho and 1),
+    each with a 95% bootstrap interval over chains (the same resampled chains for both lengths):
+
+    - ``ratio``: mean TM to the parent at ``rho`` over that at full length;
+    - ``gap``: parent - other-program control at ``rho`` (the decode keeps its fold program);
+      ``gap_full`` the same at full length and ``retention`` = gap / gap_full (the ratio above the
+      control's floor, which unrelated chains already reach);
+    - ``gap_same``: parent - another chain of the parent's program at ``rho`` (the decode identifies its
+      own parent, not just its program); ``gap_k0``: the no-token decode's parent - control gap."""
+    need = {"protein", "rho", "tm_parent", "tm_control", "tm_same", "tm_parent_k0", "tm_control_k0"}
+    if not isinstance(df, pd.DataFrame) or not need <= set(df.columns):
+        raise ValueError(f"df must be a shrink_study frame with columns {sorted(need)}")
+    at = df[np.isclose(df.rho, rho)].set_index("protein")
+    full = df[np.isclose(df.rho, 1.0)].set_index("protein")
+    if at.empty or full.empty:
+        raise ValueError(f"df must hold rows at rho={rho!r} and rho=1.0, got rhos {sorted(df.rho.unique())}")
+    full = full.loc[at.index]
+    par, ctl, one = at.tm_parent.to_numpy(), at.tm_control.to_numpy(), full.tm_parent.to_numpy()
+    gap, gap_full = par - ctl, one - full.tm_control.to_numpy()
+    idx = np.random.default_rng(seed).integers(0, len(par), (n_boot, len(par)))
+    out = {"tm_parent": float(par.mean()), "tm_control": float(ctl.mean()), "tm_full": float(one.mean())}
+
+    def add(name, value, boot):
+        lo, hi = np.nanpercentile(boot, [2.5, 97.5])
+        out.update({name: float(value), f"{name}_lo": float(lo), f"{name}_hi": float(hi)})
+
+    add("ratio", par.mean() / one.mean(), par[idx].mean(1) / one[idx].mean(1))
+    add("gap", gap.mean(), gap[idx].mean(1))
+    add("gap_full", gap_full.mean(), gap_full[idx].mean(1))
+    add("retention", gap.mean() / gap_full.mean(), gap[idx].mean(1) / gap_full[idx].mean(1))
+    same = par - at.tm_same.to_numpy()
+    add("gap_same", np.nanmean(same), np.nanmean(same[idx], 1))
+    k0 = (at.tm_parent_k0 - at.tm_control_k0).to_numpy()
+    add("gap_k0", k0.mean(), k0[idx].mean(1))
+    return out
 
 
 def probing_table(models: dict[str, DiffusionTokenizer], data: dict, ntoks: int = 8, folds: int = 5, seed: int = 0,

@@ -166,13 +166,19 @@ def probing_bars(tab):
     return fig
 
 
-def shrink_plot(df):
-    """TM-score of decodes at rho L to the parent and to an other-class control."""
+def shrink_plot(df, natives=None):
+    """TM-score of decodes at rho L to the parent and to an other-class control; with ``natives`` (the
+    frame of :func:`~icml26.protein_tokens.experiments.native_pairs`), the mean TM-score of native
+    same-program and other-program pairs as dashed and dotted reference lines."""
     fig, ax = plt.subplots(figsize=(5.0, 2.8))
     g = df.groupby("rho")
     for col, name, key in (("tm_parent", "parent", "APT-mini"), ("tm_control", "other-class control", "reference")):
         m, se = g[col].mean(), g[col].std() / np.sqrt(g[col].count())
         ax.errorbar(m.index, m, yerr=1.96 * se, color=method_color(key), marker="o", ms=3, capsize=2, label=name)
+    if natives is not None:
+        grey = method_color("reference")
+        ax.axhline(float(natives["tm_same"].mean()), color=grey, ls="--", lw=1, label="natives, same program")
+        ax.axhline(float(natives["tm_other"].mean()), color=grey, ls=":", lw=1, label="natives, other program")
     ax.set_xlabel(r"decoded length / encoded length $\rho$")
     ax.set_ylabel("TM-score (TM-align)")
     ax.invert_xaxis()

@@ -81,9 +81,9 @@ def train_np(model: nn.Module, sampler, n_steps: int, lr: float = 5e-4, grad_cli
         opt.step()
         if sched is not None:
             sched.step()
-        losses.append(float(loss.detach()))
+        losses.append(loss.detach())           # kept on the device: one read after the loop, no per-step sync
     model.eval()
-    return dict(loss=np.array(losses))
+    return dict(loss=torch.stack(losses).double().cpu().numpy())
 
 
 def crps_gaussian(mu: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -252,8 +252,8 @@ def fit_operator_toy(rank: int, steps: int, lr: float, batch: int = 32, seed: in
         loss.backward()
         opt.step()
         sched.step()
-        losses.append(float(loss.detach()))
-    return layer, np.array(losses)
+        losses.append(loss.detach())           # kept on the device: one read after the loop
+    return layer, torch.stack(losses).double().cpu().numpy()
 
 
 @torch.no_grad()

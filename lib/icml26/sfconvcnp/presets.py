@@ -72,7 +72,10 @@ PRESETS = {
     "book": SFConvCNPPreset(),
     "gpu": SFConvCNPPreset(
         time_ns_sf=(4096, 8192, 16384, 32768, 65536), time_ns_att=(512, 1024, 2048, 4096),
-        seeds=(0, 1, 2, 3, 4), batch=32, steps_rbf=10000, steps_periodic=10000, steps_saw=10000,
+        # steps sized from the cost model (python -m icml26.book.gpu budget, issue 43): one H100 step of the
+        # gpu SFConvCNP is launch-bound at about 7 ms (1,370 kernels), so 5 seeds x 3-4 models x 10,000 steps
+        # projected 1,100-1,200 s per notebook; 1,000-1,200 steps project about 150 s each.
+        seeds=(0, 1, 2, 3, 4), batch=32, steps_rbf=1000, steps_periodic=1000, steps_saw=1200,
         lr=5e-4, test_batches=50, test_batch=64, shifts=(0.0, 3.0, 6.0, 9.0, 12.0, 15.0),
         sf=_sf(channels=128, ffn_dim=512, n_blocks=4, output_mixing=True), sfv_rank=4, sfv_groups=8,
         sfv_extra=dict(channels=64, ffn_dim=256, n_blocks=4, output_mixing=False),

@@ -203,11 +203,16 @@ def leave_one_out(inter: Interactions, max_hist: int) -> dict[str, Split]:
 ORACLES = ("bayes", "no_synergy", "category")
 
 
-def oracle_scores(cat: Catalogue, inter: Interactions, split: Split, kind: str) -> np.ndarray:
-    """[M, N] oracle scores; items already in the user's sequence before the target get -inf.
+def oracle_scores(cat: Catalogue, inter: Interactions, split: Split, kind: str,
+                  exclude_seen: bool = False) -> np.ndarray:
+    """[M, N] oracle scores; with ``exclude_seen`` the items already in the user's sequence before the
+    target get -inf. The default ranks every item, as the generators' beam search does (the paper's
+    protocol: no exclusion), so that oracles and generators are compared on equal terms.
 
     ``bayes``: log w(i | x_prev) with the true c*, sigma*; ``no_synergy``: beta_c[c=c*] +
     beta_u[u=u_prev] (all a single modality can tell); ``category``: beta_c[c=c*]."""
+    if not isinstance(exclude_seen, bool):
+        raise TypeError(f"exclude_seen must be a bool, got {type(exclude_seen).__name__}")
     if kind not in ORACLES:
         raise ValueError(f"kind must be one of {ORACLES}, got {kind!r}")
     cfg = inter.cfg
@@ -220,10 +225,11 @@ def oracle_scores(cat: Catalogue, inter: Interactions, split: Split, kind: str) 
         s = cfg.beta_cat * (cat.attrs["category"][None, :] == cats[:, None]).astype(np.float64)
         if kind == "no_synergy":
             s = s + cfg.beta_series * (cat.attrs["series"][None, :] == prev_series[:, None])
-    past = np.arange(inter.seqs.shape[1])[None, :] < split.pos[:, None]
-    items = np.where(past, inter.seqs[split.user], -1)
-    r, c = np.nonzero(items >= 0)
-    s[r, items[r, c]] = -np.inf
+    if exclude_seen:
+        past = np.arange(inter.seqs.shape[1])[None, :] < split.pos[:, None]
+        items = np.where(past, inter.seqs[split.user], -1)
+        r, c = np.nonzero(items >= 0)
+        s[r, items[r, c]] = -np.inf
     return s
 
 
@@ -235,13 +241,39 @@ def ranks_from_scores(scores: np.ndarray, target: np.ndarray, seed: int = 0) -> 
     return 1 + (noisy > t[:, None]).sum(1)
 
 
-def oracle_ranks(cat: Catalogue, inter: Interactions, split: Split, kind: str, seed: int = 0) -> np.ndarray:
-    """Rank of the target under an oracle scorer (spec Sec. 7.1)."""
-    return ranks_from_scores(oracle_scores(cat, inter, split, kind), split.target, seed)
+def oracle_ranks(cat: Catalogue, inter: Interactions, split: Split, kind: str, seed: int = 0,
+                 exclude_seen: bool = False) -> np.ndarray:
+    """Rank of the target under an oracle scorer (spec Sec. 7.1); ``exclude_seen`` as in :func:`oracle_scores`."""
+    return ranks_from_scores(oracle_scores(cat, inter, split, kind, exclude_seen), split.target, seed)
+
+
+def motif_partner(cat: Catalogue, shift: int = 1) -> np.ndarray:
+    """[N] for every item, the item that differs from it only in its motif, shifted by ``shift`` mod C.
+
+    Showing each history item's text with its partner's image moves the style of every history item
+    by ``shift`` (sigma = tone + motif mod C) while keeping the category, series, tone and background: a
+    model that reads the style must change its prediction. Needs a catalogue in which every such
+    partner exists (a full product of the attributes, as the book's catalogue is)."""
+    C = cat.cfg.n_styles
+    if not isinstance(shift, (int, np.integer)) or isinstance(shift, bool) or not 0 < shift % C:
+        raise ValueError(f"shift must be an integer that is not a multiple of C={C}, got {shift!r}")
+    a = cat.attrs
+    sizes = (cat.cfg.n_categories, cat.cfg.n_series, C, C, cat.cfg.n_backgrounds)
+    key = np.ravel_multi_index(tuple(a[k] for k in ATTRS), sizes)
+    lookup = np.full(int(np.prod(sizes)), -1, dtype=np.int64)
+    lookup[key] = np.arange(cat.n_items)
+    moved = dict(a, motif=(a["motif"] + shift) % C)
+    partner = lookup[np.ravel_multi_index(tuple(moved[k] for k in ATTRS), sizes)]
+    if (partner < 0).any():
+        raise ValueError(f"cat: {int((partner < 0).sum())} items have no motif-shifted partner; the motif "
+                         "shift needs a catalogue that holds every attribute combination")
+    return partner
 
 
 def slice_masks(cat: Catalogue, inter: Interactions, split: Split) -> dict[str, np.ndarray]:
-    """``series_continuation``: the target shares the previous item's series; ``synergy_slice``: it does not."""
+    """``series_continuation``: the target shares the previous item's series; ``other_series``: it does not.
+    (In the product catalogue the style pays off within the series: on ``other_series`` every ranking,
+    the Bayes oracle included, is near zero.)"""
     prev = inter.seqs[split.user, split.pos - 1]
     cont = cat.attrs["series"][split.target] == cat.attrs["series"][prev]
-    return {"series_continuation": cont, "synergy_slice": ~cont}
+    return {"series_continuation": cont, "other_series": ~cont}

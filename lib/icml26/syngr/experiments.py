@@ -43,6 +43,7 @@ class World:
     slices: dict
     text_codes: np.ndarray
     image_codes: np.ndarray
+    shifted: dict | None = None   # motif-shifted validation / test batches (None if the catalogue lacks partners)
 
 
 def catalogue_config(cfg: SynGRPreset) -> D.CatalogueConfig:
@@ -75,7 +76,11 @@ def build_world(cfg: SynGRPreset, id_mode: str = "rq_kmeans") -> World:
     trie = IDTrie(layout.target_tokens(ids), layout.vocab_size)
     batches = {k: build_inputs(v, ids, layout) for k, v in split.items()}
     slices = D.slice_masks(cat, inter, split["test"])
-    return World(cat, inter, split, ids, layout, trie, batches, slices, tc, ic)
+    shifted = None
+    if cat.n_items == np.prod([cfg.n_categories, cfg.n_series, cfg.n_styles, cfg.n_styles, cfg.n_backgrounds]):
+        partner = D.motif_partner(cat, 1)
+        shifted = {k: build_inputs(split[k], ids, layout, image_of=partner) for k in ("val", "test")}
+    return World(cat, inter, split, ids, layout, trie, batches, slices, tc, ic, shifted)
 
 
 # -- notebook 1 ---------------------------------------------------------------------------------
@@ -92,10 +97,12 @@ def empirical_pid(world: World) -> dict:
     return P.pid_williams_beer(P.empirical_table(a["tone"], a["motif"], world.cat.style))
 
 
-def oracle_table(world: World, seed: int = 0) -> pd.DataFrame:
-    """Recall@10 / NDCG@10 of the oracles and of popularity, overall and per slice (test split)."""
+def oracle_table(world: World, seed: int = 0, exclude_seen: bool = False) -> pd.DataFrame:
+    """Recall@10 / NDCG@10 of the oracles and of popularity, overall and per slice (test split). By
+    default the oracles rank every item, as the generators do (``exclude_seen`` as in
+    :func:`icml26.syngr.data.oracle_scores`)."""
     sp = world.split["test"]
-    ranks = {k: D.oracle_ranks(world.cat, world.inter, sp, k, seed) for k in D.ORACLES}
+    ranks = {k: D.oracle_ranks(world.cat, world.inter, sp, k, seed, exclude_seen) for k in D.ORACLES}
     ranks["popularity"] = popularity_ranks(world.split["train"], sp, world.cat.n_items, seed)
     rows = {}
     for k, r in ranks.items():
@@ -202,9 +209,11 @@ def run_method(world: World, cfg: SynGRPreset, name: str, seed: int = 0, device:
                           train_config(cfg, seed, epochs, device), method, syn, desc=name)
     test = world.batches["test"]
     ev = evaluate(model, test, world.trie, cfg.beam)
-    rel = synergy_reliance(model, test, world.trie, cfg.beam, 10, seed, p_full=ev["recall@10"])
+    rel = synergy_reliance(model, test, world.trie, cfg.beam, 10, seed, p_full=ev["recall@10"],
+                           shifted=None if world.shifted is None else world.shifted["test"])
     row = {"method": name, "seed": seed, **rank_metrics(ev["ranks"], world.slices),
-           "delta_syn": rel["delta_syn"], "P_pairshuffle": rel["pairshuffle"], "P_text_only": rel["text_only"],
+           "delta_syn": rel["delta_syn"], "delta_uni": rel["delta_uni"], "P_motif_shift": rel.get("motif_shift", np.nan),
+           "P_text_only": rel["text_only"],
            "P_image_only": rel["image_only"], "best_epoch": log.best_epoch, "epochs": epochs or cfg.epochs,
            "rows_forward": log.rows_forward, "seconds": log.seconds}
     return {"row": row, "model": model, "log": log, "ranks": ev["ranks"]}
@@ -221,7 +230,7 @@ def run_sasrec(world: World, cfg: SynGRPreset, seed: int = 0, device: str = "cpu
     ranks = sasrec_ranks(model, world.split["test"], seed)
     nan = float("nan")
     row = {"method": "SASRec-ID", "seed": seed, **rank_metrics(ranks, world.slices),
-           "delta_syn": nan, "P_pairshuffle": nan, "P_text_only": nan, "P_image_only": nan,
+           "delta_syn": nan, "delta_uni": nan, "P_motif_shift": nan, "P_text_only": nan, "P_image_only": nan,
            "best_epoch": log.best_epoch, "epochs": cfg.epochs, "rows_forward": log.rows_forward,
            "seconds": log.seconds}
     return {"row": row, "model": model, "log": log, "ranks": ranks}
@@ -273,3 +282,59 @@ def timed(fn, *args, **kw):
     t0 = time.perf_counter()
     out = fn(*args, **kw)
     return out, time.perf_counter() - t0
+
+
+# -- the comparison protocol (core.compare) ------------------------------------------------------
+def generator_protocol(world: World, cfg: SynGRPreset, methods=("GR-text", "GR-image", "GR-fused"),
+                       seeds=None, device: str = "cpu") -> dict:
+    """Every method of ``methods`` tuned on the **validation** split over the preset's learning-rate grid
+    (the same grid for each, first training seed), then trained on every seed of ``seeds`` (default
+    ``cfg.seeds``) at its chosen learning rate and evaluated on the test split. A seed fixes the
+    initial weights (the same for every method: :func:`make_model` seeds torch by the seed alone) and the
+    mini-batch order. The seed-0 run at the chosen rate is the tuning run itself (same seed, same
+    configuration), so it is not repeated.
+
+    Returns ``tuned`` (method -> :class:`~icml26.core.compare.Tuned`), ``rows`` (a DataFrame, one row per
+    method and seed: test metrics and the synergy diagnostics), ``models`` and ``logs`` keyed by
+    ``(method, seed)``, ``ranks`` and ``steps`` (optimiser steps of one run)."""
+    from dataclasses import replace
+
+    from icml26.core import Grid, tune
+
+    seeds = tuple(cfg.seeds if seeds is None else seeds)
+    if not seeds:
+        raise ValueError("seeds must hold at least one training seed")
+    grid = Grid(lr=list(cfg.lr_grid))
+    cache, out_rows, models, logs, ranks, tuned = {}, [], {}, {}, {}, {}
+
+    def run(name, lr, seed):
+        key = (name, float(lr), seed)
+        if key not in cache:
+            cache[key] = run_method(world, replace(cfg, lr=float(lr)), name, seed, device)
+        return cache[key]
+
+    for name in methods:
+        tuned[name] = tune(name, lambda c, n=name: max(run(n, c["lr"], seeds[0])["log"].val_recall), grid, goal="max")
+        for seed in seeds:
+            res = run(name, tuned[name].best["lr"], seed)
+            out_rows.append(dict(res["row"], lr=tuned[name].best["lr"]))
+            models[(name, seed)], logs[(name, seed)], ranks[(name, seed)] = res["model"], res["log"], res["ranks"]
+    n_rows = len(world.split["train"])
+    steps_per = -(-n_rows // cfg.batch_size)
+    steps = cfg.epochs * (min(steps_per, cfg.max_steps) if cfg.max_steps else steps_per)
+    return {"tuned": tuned, "rows": pd.DataFrame(out_rows), "models": models, "logs": logs, "ranks": ranks,
+            "steps": steps, "grid": grid}
+
+
+def untrained_control(world: World, cfg: SynGRPreset, seeds=None) -> pd.DataFrame:
+    """The no-treatment row: the fused generator at its initial weights (zero optimiser steps), decoded
+    with the same beam search, one row per seed."""
+    rows = []
+    for seed in (cfg.seeds if seeds is None else seeds):
+        model = make_model(cfg, world.layout, "fused", seed).eval()
+        ev = evaluate(model, world.batches["test"], world.trie, cfg.beam)
+        rel = synergy_reliance(model, world.batches["test"], world.trie, cfg.beam, 10, seed, p_full=ev["recall@10"],
+                               shifted=None if world.shifted is None else world.shifted["test"])
+        rows.append({"method": "untrained", "seed": seed, **rank_metrics(ev["ranks"], world.slices),
+                     "delta_syn": rel["delta_syn"], "delta_uni": rel["delta_uni"]})
+    return pd.DataFrame(rows)

@@ -103,7 +103,7 @@ def method_bars(agg, oracles):
 
 def slice_bars(agg, oracles):
     """Recall@10 per slice and method, with the oracles' values as reference lines."""
-    slices = ["recall@10 series_continuation", "recall@10 synergy_slice"]
+    slices = ["recall@10 series_continuation", "recall@10 other_series"]
     names = list(agg["method"].unique())
     fig, ax = plt.subplots(figsize=(5.2, 3.0))
     w = 0.8 / len(names)
@@ -114,7 +114,7 @@ def slice_bars(agg, oracles):
         for j, s in enumerate(slices):
             ax.hlines(oracles.loc[o, s], j - 0.45, j + 0.45, color=method_color(ORACLE_NAMES[o]), ls=ls, lw=1,
                       label=ORACLE_NAMES[o] if j == 0 else None)
-    ax.set_xticks(range(2), ["series continuation", "synergy slice"])
+    ax.set_xticks(range(2), ["series continuation", "other series"])
     ax.set_ylabel("recall@10")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig

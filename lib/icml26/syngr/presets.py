@@ -12,25 +12,26 @@ from ._checks import check_preset
 @dataclass(frozen=True)
 class SynGRPreset:
     seed: int = 0
-    # SynCat (Sec. 7.1)
-    n_items: int = 400
-    n_categories: int = 4
-    n_series: int = 16
-    n_styles: int = 8
-    n_backgrounds: int = 4
-    n_users: int = 1500
+    # SynCat (Sec. 7.1), a product catalogue: every combination of 2 categories x 8 series x 4 tones x
+    # 4 motifs x 2 backgrounds is an item, so neither modality's identifier names an item
+    n_items: int = 512
+    n_categories: int = 2
+    n_series: int = 8
+    n_styles: int = 4
+    n_backgrounds: int = 2
+    n_users: int = 6000
     min_len: int = 6
     max_len: int = 10
     # semantic identifiers (Sec. 7.2)
-    levels: int = 3
-    K: int = 16
+    levels: int = 2
+    K: int = 8
     n_init: int = 4
     kmeans_iters: int = 30
-    levels_grid: tuple = (1, 2, 3, 4)
-    K_grid: tuple = (8, 16, 32)
+    levels_grid: tuple = (1, 2, 3)
+    K_grid: tuple = (4, 8, 16)
     # generator (Sec. 7.3)
     n_prompt: int = 4
-    max_hist: int = 5
+    max_hist: int = 3
     d_model: int = 32
     heads: int = 4
     enc_layers: int = 1
@@ -38,14 +39,16 @@ class SynGRPreset:
     d_ff: int = 64
     dropout: float = 0.1
     # training and evaluation
-    epochs: int = 12
+    epochs: int = 6
     batch_size: int = 128
     lr: float = 6e-3
-    eval_every: int = 3
+    lr_grid: tuple = (6e-3,)        # learning rates every generator is tuned over (validation); book: one
+    eval_every: int = 2
     beam: int = 20
     max_steps: int = 1_000_000      # cap on steps per epoch (in effect none; the dry run cuts it)
     n_eval: int = 500               # users whose validation / test targets are evaluated
-    seeds: tuple = (0,)             # generator seeds of the method comparison
+    seeds: tuple = (0, 1, 2, 3, 4)  # training seeds of the generator comparison (notebook 1)
+    syngr_seeds: tuple = (0, 1)     # training seeds of SynGR vs GR-fused (notebook 2, reported)
     matched_compute: bool = False   # add GR-fused trained for 3x the epochs (SynGR's cost per epoch)
     ablations: tuple = ()           # SynGR variants: "alpha0", "random", "non_dominant", "no_uni_nll"
     # SynGR (Sec. 3.6)
@@ -62,17 +65,19 @@ class SynGRPreset:
         sizes kept (catalogue, vocabulary, layout, model, batch, beam)."""
         return replace(self, epochs=1, eval_every=1, max_steps=1, n_users=min(self.n_users, 2000),
                        n_eval=min(self.n_eval, 16), seeds=self.seeds[:1],
+                       syngr_seeds=self.syngr_seeds[:1], lr_grid=self.lr_grid[:1],
                        levels_grid=self.levels_grid[:2], K_grid=self.K_grid[:1], ablations=(),
                        n_init=1, kmeans_iters=min(self.kmeans_iters, 5), matched_compute=False)
 
 
 PRESETS = {
-    "smoke": SynGRPreset(n_items=200, n_users=200, epochs=1, eval_every=1, n_eval=64, beam=10, max_steps=4, batch_size=64,
-                         levels_grid=(1, 3), K_grid=(16,), n_init=2, kmeans_iters=10),
+    "smoke": SynGRPreset(n_users=300, epochs=1, eval_every=1, n_eval=64, beam=10, max_steps=4, batch_size=64,
+                         levels_grid=(1, 2), K_grid=(8,), n_init=2, kmeans_iters=10, seeds=(0, 1),
+                         syngr_seeds=(0,), lr_grid=(6e-3,)),
     "book": SynGRPreset(),
-    "gpu": SynGRPreset(n_items=2000, n_series=32, n_styles=12, n_users=20000, max_hist=10, d_model=128, heads=8,
-                       enc_layers=4, dec_layers=4, d_ff=512, epochs=60, batch_size=256, lr=1e-3, eval_every=5,
-                       n_eval=5000, seeds=(0, 1, 2), matched_compute=True, K=32,
+    "gpu": SynGRPreset(n_users=12000, max_hist=5, d_model=64, heads=4, enc_layers=2, dec_layers=2, d_ff=128,
+                       epochs=20, batch_size=256, lr=3e-3, lr_grid=(1.5e-3, 3e-3, 6e-3), eval_every=4,
+                       n_eval=2000, syngr_seeds=(0, 1, 2, 3, 4), matched_compute=True,
                        ablations=("alpha0", "random", "non_dominant", "no_uni_nll")),
 }
 

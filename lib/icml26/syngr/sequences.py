@@ -85,13 +85,23 @@ def make_layout(ids: SemanticIDs, n_prompt: int, K: int, max_hist: int) -> Token
     return TokenLayout(n_prompt, ids.text.shape[1], K, max_hist, ids.n_suffix)
 
 
-def build_inputs(split: Split, ids: SemanticIDs, layout: TokenLayout, history_mode: str = "fused") -> dict:
-    """``input_ids`` [M, S], ``valid`` [M, S], ``labels`` [M, T], ``target`` [M] for a split."""
+def build_inputs(split: Split, ids: SemanticIDs, layout: TokenLayout, history_mode: str = "fused",
+                 image_of=None) -> dict:
+    """``input_ids`` [M, S], ``valid`` [M, S], ``labels`` [M, T], ``target`` [M] for a split.
+
+    ``image_of`` ([N] item ids, optional) shows every history item's text tokens with the image tokens
+    of item ``image_of[i]`` (an intervention on the histories; the targets are unchanged)."""
     if history_mode not in HISTORY_MODES:
         raise ValueError(f"history_mode must be one of {HISTORY_MODES}, got {history_mode!r}")
     if split.hist.shape[1] != layout.max_hist:
         raise ValueError(f"split histories have {split.hist.shape[1]} slots, layout expects {layout.max_hist}")
     tok = layout.item_tokens(ids)                                 # [N, 2D]
+    if image_of is not None:
+        image_of = np.asarray(image_of)
+        if image_of.shape != (len(tok),) or not np.issubdtype(image_of.dtype, np.integer) \
+                or image_of.min() < 0 or image_of.max() >= len(tok):
+            raise ValueError(f"image_of must hold one item id in [0, {len(tok)}) per item, got shape {image_of.shape}")
+        tok = np.concatenate([tok[:, :layout.levels], tok[image_of, layout.levels:]], 1)
     h = split.hist
     M = len(h)
     body = np.where(h[..., None] >= 0, tok[np.maximum(h, 0)], layout.PAD).reshape(M, -1)

@@ -230,22 +230,33 @@ def train_generator(model: GRSeq2Seq, train: dict, val: dict, trie: IDTrie, cfg:
 
 
 def synergy_reliance(model: GRSeq2Seq, batch: dict, trie: IDTrie, beam: int = 20, k: int = 10, seed: int = 0,
-                     mask=None, p_full: float | None = None) -> dict:
-    """Sec. 4d (the book's diagnostic): Recall@k on full, pair-shuffled, text-only and image-only
-    histories; delta_syn = P_full - P_pairshuffle. ``p_full``: Recall@k on the full histories when the
-    caller has it already (skips one beam search)."""
+                     mask=None, p_full: float | None = None, shifted: dict | None = None) -> dict:
+    """The book's synergy diagnostics (Sec. 4d): Recall@k on the full histories, on the motif-shifted
+    histories ``shifted`` (every history item's image replaced by that of the item whose motif is moved
+    by a constant mod C, :func:`icml26.syngr.data.motif_partner`; the style of every history item moves,
+    nothing a single modality shows does), and on text-only and image-only histories.
+
+    ``delta_syn = P_full - P_motif_shift`` is what the model loses when the style it could read from the
+    pairs is moved; ``delta_uni = P_full - max(P_text_only, P_image_only)`` is what it loses without the
+    second modality. (The within-row pair shuffle, :func:`pair_shuffle`, keeps the multisets of text and
+    of image tokens, from which an additive style mod C can still be read; it cannot see such a style.)
+    ``p_full``: Recall@k on the full histories when the caller has it already (skips one beam search)."""
     from .sequences import apply_history_mode
 
-    gen = torch.Generator().manual_seed(seed)
+    if shifted is not None and (not isinstance(shifted, dict) or shifted.get("input_ids") is None
+                                or shifted["input_ids"].shape != batch["input_ids"].shape):
+        raise ValueError("shifted must be a batch (dict) with the shape of batch, built with build_inputs(image_of=)")
     ids, valid = batch["input_ids"], batch["valid"]
     pm = model.pos_mod.cpu()
-    views = {"full": (ids, valid), "pairshuffle": pair_shuffle(ids, valid, model.layout, gen),
-             "text_only": apply_history_mode(ids, valid, pm, "text"),
+    views = {"full": (ids, valid), "text_only": apply_history_mode(ids, valid, pm, "text"),
              "image_only": apply_history_mode(ids, valid, pm, "image")}
+    if shifted is not None:
+        views["motif_shift"] = (shifted["input_ids"], shifted["valid"])
     out = {} if p_full is None else {"full": float(p_full)}
     for name, (i, v) in views.items():
         if name in out:
             continue
         out[name] = evaluate(model, dict(batch, input_ids=i, valid=v), trie, beam, ks=(k,), mask=mask)[f"recall@{k}"]
-    out["delta_syn"] = out["full"] - out["pairshuffle"]
+    out["delta_syn"] = out["full"] - out["motif_shift"] if shifted is not None else float("nan")
+    out["delta_uni"] = out["full"] - max(out["text_only"], out["image_only"])
     return out

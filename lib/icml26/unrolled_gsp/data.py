@@ -226,12 +226,14 @@ def knn_neighbors(dist: np.ndarray, k: int, symmetric: bool = True) -> torch.Ten
 
 
 def make_windows(data: RoadTraffic, t_in: int = 12, t_out: int = 12, stride: int = 3,
-                 split=(0.7, 0.1, 0.2)) -> dict:
+                 split=(0.7, 0.1, 0.2), scaler: str = "global") -> dict:
     """Chronological train/val/test windows (spec Sec. 3.4).
 
     The series is cut at the split fractions first and windowed within each segment (no window
-    straddles two splits). Values are z-scored with the training segment's observed mean and std
-    (one scalar pair, as in DCRNN's scaler); missing entries become 0 (the mean) and are masked.
+    straddles two splits). Values are z-scored with the training segment's observed mean and std:
+    ``scaler="global"`` (book default) uses one scalar pair, as in DCRNN's scaler;
+    ``scaler="per_node"`` uses one pair per sensor, as the paper's released code does (``mean`` and
+    ``std`` are then ``(N,)`` tensors). Missing entries become 0 (the mean) and are masked.
     Each split holds ``x (S,T,N)`` normalised, ``raw (S,T,N)`` in data units, ``mask (S,T,N)``,
     ``tod, dow (S,T)``, ``start (S,)`` and ``incident (S,)`` (an incident starts in the horizon).
     """
@@ -251,8 +253,18 @@ def make_windows(data: RoadTraffic, t_in: int = 12, t_out: int = 12, stride: int
     if n_steps < T:
         raise ValueError(f"the series ({n_steps} steps) is shorter than one window (t_in + t_out = {T})")
     bounds = np.round(np.cumsum((0.0,) + split) * n_steps).astype(int)
-    tr = data.values[bounds[0]:bounds[1]][data.mask[bounds[0]:bounds[1]]]
-    mean, std = float(tr.mean()), float(tr.std())
+    if scaler == "global":
+        tr = data.values[bounds[0]:bounds[1]][data.mask[bounds[0]:bounds[1]]]
+        mean, std = float(tr.mean()), float(tr.std())
+    elif scaler == "per_node":
+        tv = np.where(data.mask[bounds[0]:bounds[1]], data.values[bounds[0]:bounds[1]], np.nan).astype(np.float64)
+        mean_n, std_n = np.nanmean(tv, axis=0), np.nanstd(tv, axis=0)
+        if not (np.isfinite(mean_n).all() and (std_n > 0).all()):
+            raise ValueError("scaler: 'per_node' needs at least two distinct observed training values per sensor")
+        mean = torch.as_tensor(mean_n, dtype=torch.float32)
+        std = torch.as_tensor(std_n, dtype=torch.float32)
+    else:
+        raise ValueError(f"scaler must be 'global' or 'per_node', got {scaler!r}")
     onsets = np.zeros((n_steps, data.n_nodes), dtype=bool)
     for node, start, _, _ in data.incidents:
         onsets[start, node] = True
@@ -264,7 +276,7 @@ def make_windows(data: RoadTraffic, t_in: int = 12, t_out: int = 12, stride: int
         idx = starts[:, None] + np.arange(T)[None]
         raw = data.values[idx]
         mask = data.mask[idx]
-        x = np.where(mask, (raw - mean) / std, 0.0)
+        x = np.where(mask, (raw - np.asarray(mean)) / np.asarray(std), 0.0)
         out[name] = {
             "x": torch.as_tensor(x, dtype=torch.float32), "raw": torch.as_tensor(raw),
             "mask": torch.as_tensor(mask), "tod": torch.as_tensor(data.time_of_day[idx]),

@@ -145,9 +145,9 @@ def train_forecaster(model: nn.Module, windows: dict, epochs: int = 8, lr: float
             opt.step()
             if clamp and hasattr(model, "clamp_"):
                 model.clamp_()
-            losses.append(float(lv.detach()))
+            losses.append(lv.detach())          # kept on the device: one host read per epoch
         hist["epoch"].append(ep)
-        hist["train_loss"].append(float(np.mean(losses)) if losses else math.nan)
+        hist["train_loss"].append(float(torch.stack(losses).mean()) if losses else math.nan)
         hist["val_mae"].append(evaluate(model, windows, "val", device, val_windows)["mae"])
     return hist
 
@@ -221,10 +221,14 @@ def admm_study(cfg) -> dict:
 # ---------------------------------------------------------------------------------------------
 # notebook 2: the traffic benchmark
 # ---------------------------------------------------------------------------------------------
-def make_benchmark(cfg) -> dict:
-    """The SynthRoad data set, windows and neighbour lists of the preset."""
-    data = simulate_traffic(cfg.n_nodes, cfg.days, seed=cfg.seed, incident_rate=cfg.incident_rate)
-    windows = make_windows(data, cfg.t_in, cfg.t_out, cfg.stride)
+def make_benchmark(cfg, seed: int | None = None, scaler: str = "global", noise: float = 1.0,
+                   missing: float = 0.005) -> dict:
+    """The SynthRoad data set, windows and neighbour lists of the preset (``seed``: the data seed, default
+    ``cfg.seed``; ``scaler``: global or per-node z-scoring, see :func:`~.data.make_windows`)."""
+    seed = cfg.seed if seed is None else check_int("seed", seed, 0)
+    data = simulate_traffic(cfg.n_nodes, cfg.days, seed=seed, incident_rate=cfg.incident_rate, noise=noise,
+                            missing=missing)
+    windows = make_windows(data, cfg.t_in, cfg.t_out, cfg.stride, scaler=scaler)
     nbr = knn_neighbors(data.dist, cfg.k, symmetric=True)
     return {"data": data, "windows": windows, "nbr": nbr, "knn": nbr[:, :cfg.k]}
 
@@ -295,7 +299,8 @@ def run_ablations(cfg, bench: dict, device="cpu") -> pd.DataFrame:
     (``cfg.ablation_epochs``); each row has the paired-bootstrap difference to the full model."""
     rows = []
     variants = {"full": {}, "w/o DGTV": {"ablation": "no_dgtv"}, "w/o DGLR": {"ablation": "no_dglr"},
-                "UT": {"ablation": "ut"}, "fixed graphs": {"learn_graphs": False}}
+                "UT": {"ablation": "ut"}, "fixed graphs": {"learn_graphs": False},
+                "persistence start": {"extrapolator": "last_value"}}
     variants = {k: v for k, v in variants.items() if k in cfg.ablations}
     for seed in tqdm(range(cfg.seed, cfg.seed + cfg.ablation_seeds), desc="seeds", leave=False):
         for name, ov in tqdm(variants.items(), desc="variants", leave=False):
@@ -436,3 +441,234 @@ def extrapolator_forecast(model: UnrolledGSPForecaster, windows: dict, batch_siz
                 outs.append(model.extrap(y, split["tod"][sl].to(dev))[:, t_in:].cpu())
         return torch.cat(outs) * windows["std"] + windows["mean"]
     return fn
+
+
+# ---------------------------------------------------------------------------------------------
+# notebook 2: controls (issue 40) -- what the unrolled layers add, and where (P) could help
+# ---------------------------------------------------------------------------------------------
+class ExtrapolatorOnly(nn.Module):
+    """A model's linear extrapolator alone (no ADMM block), as a full-window model: the control that
+    trains the ridge-initialised first guess with the same Huber loss, learning rate, batch and epochs
+    as the unrolled model, so that the loss and the layers can be told apart."""
+
+    def __init__(self, extrap: nn.Module):
+        super().__init__()
+        self.extrap = extrap
+
+    def forward(self, y, tod, dow, ymask=None):
+        return self.extrap(y, tod)
+
+
+def run_extrapolator_only(cfg, bench: dict, seed: int = 0, lr: float | None = None, device="cpu",
+                          loss: str = "huber") -> dict:
+    """Train :class:`ExtrapolatorOnly` (ridge start, masked ``loss`` -- Huber by default, ``"mse"`` for
+    least squares -- on the whole window, ``cfg.epochs``, ``cfg.batch_size``, gradient clip) and score
+    it on validation and test windows."""
+    extrap = build_model(cfg, bench, seed=seed).extrap
+    model = ExtrapolatorOnly(extrap).to(device)
+    w = bench["windows"]
+    hist = train_forecaster(model, w, cfg.epochs, lr=cfg.lr if lr is None else lr, batch_size=cfg.batch_size, loss=loss,
+                            grad_clip=cfg.grad_clip, seed=seed, device=device, max_batches=cfg.max_batches,
+                            val_windows=cfg.max_eval, progress=False)
+    return {"model": model, "hist": hist, "val": evaluate(model, w, "val", device, cfg.max_eval)["mae"],
+            "eval": evaluate(model, w, device=device, max_windows=cfg.max_eval)}
+
+
+def optimiser_steps(cfg, bench: dict, epochs: int | None = None) -> int:
+    """Adam steps of one training run of the preset on ``bench`` (the comparisons' cost measure)."""
+    n = bench["windows"]["train"]["x"].shape[0]
+    per_epoch = math.ceil(n / cfg.batch_size)
+    if cfg.max_batches is not None:
+        per_epoch = min(per_epoch, cfg.max_batches)
+    return per_epoch * (cfg.epochs if epochs is None else epochs)
+
+
+def huber_control_study(cfg, device="cpu") -> dict:
+    """The control of the claim "the gain over ridge comes from training through the ADMM layers", over
+    ``cfg.control_seeds`` training seeds. Seed ``s`` fixes the SynthRoad instance (road network and
+    traffic), the initialisation and the batch order of every method alike. Per seed and configuration
+    the validation and test MAE of: persistence; ridge for each ``cfg.ridge_alphas``; the
+    ridge-initialised extrapolator trained alone with the Huber loss, and the same trained with least
+    squares (MSE: the loss control), each for every ``cfg.control_lrs``.
+    Returns ``{"seeds", "steps", "persistence": {None: ...}, "ridge": {alpha: ...}, "extrapolator alone
+    (Huber)": {lr: ...}, "extrapolator alone (MSE)": {lr: ...}}`` with ``{"val": [...], "test": [...]}``
+    lists over seeds."""
+    seeds = list(range(cfg.seed, cfg.seed + cfg.control_seeds))
+    losses = {"extrapolator alone (Huber)": "huber", "extrapolator alone (MSE)": "mse"}
+    out = {"seeds": seeds, "persistence": {None: {"val": [], "test": []}},
+           "ridge": {a: {"val": [], "test": []} for a in cfg.ridge_alphas}}
+    out.update({name: {lr: {"val": [], "test": []} for lr in cfg.control_lrs} for name in losses})
+    for s in tqdm(seeds, desc="seeds", leave=False):
+        bench = make_benchmark(cfg, seed=s)
+        w = bench["windows"]
+        out["steps"] = optimiser_steps(cfg, bench)
+        fns = {("persistence", None): bl.persistence(w)}
+        fns.update({("ridge", a): bl.ridge_forecaster(w, bench["knn"], a) for a in cfg.ridge_alphas})
+        for (name, key), fn in fns.items():
+            out[name][key]["val"].append(evaluate(fn, w, "val")["mae"])
+            out[name][key]["test"].append(evaluate(fn, w)["mae"])
+        for name, loss in losses.items():
+            for lr in cfg.control_lrs:
+                r = run_extrapolator_only(cfg, bench, seed=s, lr=lr, device=device, loss=loss)
+                out[name][lr]["val"].append(r["val"])
+                out[name][lr]["test"].append(r["eval"]["mae"])
+    return out
+
+
+def study_comparison(study: dict, methods: dict, metric: str = "test MAE (mph)", budget: str = "optimiser steps"):
+    """A :class:`~icml26.core.compare.Comparison` from a study of per-seed validation/test scores.
+
+    ``methods`` maps a method name of ``study`` to ``{"axis": grid axis or None, "cost": number,
+    "control": bool, "untuned": reason}``; a method with an axis is tuned on its mean validation MAE
+    over the seeds (never the test MAE) and scored on the test MAE of its best configuration.
+    Returns ``(comparison, {name: Tuned})``."""
+    from icml26.core import Comparison, Grid, tune
+
+    cmp = Comparison(metric, goal="min", seeds=study["seeds"], budget=budget)
+    tuned = {}
+    for name, spec in methods.items():
+        table = study[name]
+        if spec.get("axis") is None:
+            cmp.add(name, table[None]["test"], untuned=spec["untuned"], cost=spec["cost"],
+                    control=spec.get("control", False))
+            continue
+        axis = spec["axis"]
+        t = tune(name, lambda c, tb=table, ax=axis: float(np.mean(tb[c[ax]]["val"])), Grid(**{axis: list(table)}),
+                 progress=False)
+        tuned[name] = t
+        cmp.add(name, table[t.best[axis]]["test"], tuned=t, cost=spec["cost"], control=spec.get("control", False))
+    return cmp, tuned
+
+
+def _fixed_operators(bench: dict, T: int, interval: int, decay: float = 0.5):
+    """Notebook 1's fixed graphs on ``bench``'s road network: distance-kernel spatial weights and
+    decaying, row-stochastic directed weights over ``interval`` lags (float64)."""
+    data, nbr = bench["data"], bench["nbr"]
+    Lu = SpatialOperator(nbr, distance_spatial_weights(data.dist, nbr))
+    Ld = DirectedTemporalOperator(decaying_temporal_weights(T, data.n_nodes, interval, decay))
+    return Lu, Ld
+
+
+def _solve_p(x: torch.Tensor, obs: torch.Tensor, Lu, Ld, mu_u: float, mu_d2: float) -> torch.Tensor:
+    """The exact minimiser of (P) with ``mu_d1 = 0`` for a batch of windows: ``(H'H + mu_u L^u +
+    mu_d2 L'L) x* = H'y`` by conjugate gradients (SPD), ``x, obs (S,T,N)`` -> ``(S,T,N)``."""
+    from .method import cg_solve
+
+    o = obs[..., None].double()
+    b = x[..., None].double() * o
+
+    def A(v):
+        return o * v + mu_u * Lu.apply(v) + mu_d2 * Ld.gram(v)
+    return cg_solve(A, b, b.clone(), tol=1e-9, maxiter=2000)[..., 0]
+
+
+def exact_p_forecast(cfg, bench: dict, mu_u: float, mu_d2: float, decay: float = 0.5):
+    """Forecast function of the exact minimiser of (P) (``mu_d1 = 0``, fixed graphs of notebook 1): the
+    future that is smoothest on both graphs given the observed hour, with no learned parameter."""
+    mu_u, mu_d2 = check_float("mu_u", mu_u, low=0.0), check_float("mu_d2", mu_d2, low=0.0, low_open=True)
+    w = bench["windows"]
+    t_in = w["t_in"]
+    Lu, Ld = _fixed_operators(bench, t_in + w["t_out"], cfg.interval, decay)
+
+    def fn(split):
+        obs = torch.zeros_like(split["x"])
+        obs[:, :t_in] = split["mask"][:, :t_in].to(obs.dtype)
+        xs = _solve_p(split["x"], obs, Lu, Ld, mu_u, mu_d2)
+        return (xs[:, t_in:] * w["std"] + w["mean"]).float()
+    return fn
+
+
+def exact_p_study(cfg, bench: dict) -> pd.DataFrame:
+    """Validation and test MAE of the exact-(P) forecast: without spatial term for every ``(mu_d2,
+    decay)`` of the preset's grids (``decay``: the lag decay of the fixed directed weights), and with
+    each spatial weight ``mu_u > 0`` of ``cfg.p_mu_u`` for every ``mu_d2`` at the first decay (the
+    spatial solves cost most of the study's time)."""
+    rows = []
+    w = bench["windows"]
+    grid = [(0.0, mu_d2, decay) for decay in cfg.p_decay for mu_d2 in cfg.p_mu_d2]
+    grid += [(mu_u, mu_d2, cfg.p_decay[0]) for mu_u in cfg.p_mu_u if mu_u > 0 for mu_d2 in cfg.p_mu_d2]
+    for mu_u, mu_d2, decay in grid:
+        fn = exact_p_forecast(cfg, bench, mu_u, mu_d2, decay=decay)
+        rows.append({"mu_u": mu_u, "mu_d2": mu_d2, "decay": decay,
+                     "val MAE": evaluate(fn, w, "val", max_windows=cfg.max_eval)["mae"],
+                     "test MAE": evaluate(fn, w, max_windows=cfg.max_eval)["mae"]})
+    return pd.DataFrame(rows)
+
+
+def carry_forward_windows(windows: dict) -> dict:
+    """``windows`` with every missing reading of the observed hour replaced by the same sensor's last
+    observed reading (the next one where none came before; left as is where the sensor saw nothing in
+    the hour): the no-graph imputer, the control of :func:`denoised_windows`. Vectorised over windows
+    and sensors (running maximum of the index of the last observation)."""
+    t_in = windows["t_in"]
+    out = dict(windows)
+    for name in ("train", "val", "test"):
+        s = dict(windows[name])
+        h, m = s["x"][:, :t_in], s["mask"][:, :t_in].bool()
+        steps = torch.arange(t_in).view(1, t_in, *([1] * (h.dim() - 2))).expand_as(h)
+        last = torch.where(m, steps, torch.full_like(steps, -1)).cummax(dim=1).values
+        nxt = torch.where(m, steps, torch.full_like(steps, t_in)).flip(1).cummin(dim=1).values.flip(1)
+        src = torch.where(last >= 0, last, nxt)
+        filled = torch.where(src < t_in, h.gather(1, src.clamp(max=t_in - 1)), h)
+        x = s["x"].clone()
+        x[:, :t_in] = torch.where(m, h, filled)
+        s["x"] = x
+        out[name] = s
+    return out
+
+
+def denoised_windows(cfg, bench: dict, mu_u: float, mu_d2: float = 1.0) -> dict:
+    """``bench``'s windows with every observed hour replaced by the exact minimiser of (P) on that hour
+    alone (``mu_d1 = 0``, fixed graphs): the graph prior as a denoiser and imputer of the inputs."""
+    w = bench["windows"]
+    t_in = w["t_in"]
+    Lu, Ld = _fixed_operators(bench, t_in, min(cfg.interval, t_in - 1))
+    out = dict(w)
+    for name in ("train", "val", "test"):
+        s = dict(w[name])
+        xs = _solve_p(s["x"][:, :t_in], s["mask"][:, :t_in].to(s["x"].dtype), Lu, Ld, mu_u, mu_d2)
+        x = s["x"].clone()
+        x[:, :t_in] = xs.to(x.dtype)
+        s["x"] = x
+        out[name] = s
+    return out
+
+
+def denoise_study(cfg, device="cpu") -> dict:
+    """Where (P) could earn its place: noisy, gappy readings (``cfg.noisy_noise`` mph,
+    ``cfg.noisy_missing`` missing). Per training seed (the SynthRoad instance): persistence, ridge on
+    the raw hour (missing readings enter as zeros, i.e. the mean) for each ``cfg.ridge_alphas``, ridge on
+    the hour with missing readings carried forward (:func:`carry_forward_windows`, the no-graph control)
+    for each ``cfg.ridge_alphas``, and ridge (``cfg.ridge_alpha``) on the hour denoised by (P) for each
+    spatial weight ``cfg.denoise_mu_u``; same layout as :func:`huber_control_study`."""
+    seeds = list(range(cfg.seed, cfg.seed + cfg.noisy_seeds))
+    out = {"seeds": seeds, "persistence": {None: {"val": [], "test": []}},
+           "ridge": {a: {"val": [], "test": []} for a in cfg.ridge_alphas},
+           "carry-forward + ridge": {a: {"val": [], "test": []} for a in cfg.ridge_alphas},
+           "(P)-denoised hour + ridge": {m: {"val": [], "test": []} for m in cfg.denoise_mu_u}}
+    for s in tqdm(seeds, desc="seeds", leave=False):
+        bench = make_benchmark(cfg, seed=s, noise=cfg.noisy_noise, missing=cfg.noisy_missing)
+        w = bench["windows"]
+        if cfg.max_eval is not None:     # dry runs: the first windows of every split only
+            w.update({k: {f: v[:cfg.max_eval] for f, v in w[k].items()} for k in ("train", "val", "test")})
+        fns = [("persistence", None, w, bl.persistence(w))]
+        fns += [("ridge", a, w, bl.ridge_forecaster(w, bench["knn"], a)) for a in cfg.ridge_alphas]
+        wc = carry_forward_windows(w)
+        fns += [("carry-forward + ridge", a, wc, bl.ridge_forecaster(wc, bench["knn"], a)) for a in cfg.ridge_alphas]
+        for mu in cfg.denoise_mu_u:
+            wd = denoised_windows(cfg, bench, mu)
+            fns.append(("(P)-denoised hour + ridge", mu, wd, bl.ridge_forecaster(wd, bench["knn"], cfg.ridge_alpha)))
+        for name, key, ws, fn in fns:
+            out[name][key]["val"].append(evaluate(fn, ws, "val")["mae"])
+            out[name][key]["test"].append(evaluate(fn, ws)["mae"])
+    return out
+
+
+def untrained_vs_ridge(cfg, scaler: str) -> dict:
+    """Test MAE of ridge and of the untrained unrolled model (ridge start, initial layer weights) under
+    global or per-node z-scoring: the claim "untrained layers worsen ridge" depends on the scaling."""
+    bench = make_benchmark(cfg, scaler=scaler)
+    w = bench["windows"]
+    model = build_model(cfg, bench, seed=cfg.seed)
+    return {"ridge": evaluate(bl.ridge_forecaster(w, bench["knn"], cfg.ridge_alpha), w)["mae"],
+            "untrained": evaluate(model, w, max_windows=cfg.max_eval)["mae"]}

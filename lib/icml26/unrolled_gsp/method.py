@@ -23,6 +23,7 @@ from ._checks import check_float, check_int, check_tensor
 
 ABLATIONS = ("none", "no_dglr", "no_dgtv", "ut")
 EXTRAPOLATORS = ("ridge_init", "scratch", "last_value")
+DIRECTED_WEIGHTS = ("book", "official")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,9 +66,12 @@ class SpatialOperator:
     with eigenvalues in [0, 2].
     """
 
-    def __init__(self, neighbors: torch.Tensor, weights: torch.Tensor):
-        self.neighbors = _check_neighbors(neighbors)
-        _check_tensor("weights", weights, 5)
+    def __init__(self, neighbors: torch.Tensor, weights: torch.Tensor, check: bool = True):
+        # check=False: the unrolled model's own operators (its neighbour buffer was checked when the model
+        # was built and its weights are softmaxes), built without the checks that make the host wait
+        self.neighbors = _check_neighbors(neighbors) if check else neighbors
+        if check:
+            _check_tensor("weights", weights, 5)
         if weights.shape[2] != neighbors.shape[0] or weights.shape[3] != neighbors.shape[1]:
             raise ValueError(f"weights must be (B, T, N={neighbors.shape[0]}, K={neighbors.shape[1]}, H), "
                              f"got {tuple(weights.shape)}")
@@ -135,8 +139,9 @@ class DirectedTemporalOperator:
     a scatter, computed as a gather with the weights re-indexed by the source step.
     """
 
-    def __init__(self, weights: torch.Tensor):
-        _check_tensor("weights", weights, 5)
+    def __init__(self, weights: torch.Tensor, check: bool = True):
+        if check:                                       # check=False: see SpatialOperator
+            _check_tensor("weights", weights, 5)
         w = _pad_directed(weights)                      # (B, T, V, N, H)
         self.T, self.V = w.shape[1], w.shape[2]
         self.w = w.permute(0, 1, 3, 4, 2).contiguous()  # (B, T, N, H, V)
@@ -162,8 +167,9 @@ class UndirectedTemporalOperator:
     ``raw_weights (B, T-1, V, N, H)`` are the unnormalised ``w~^d``.
     """
 
-    def __init__(self, raw_weights: torch.Tensor):
-        _check_tensor("raw_weights", raw_weights, 5)
+    def __init__(self, raw_weights: torch.Tensor, check: bool = True):
+        if check:                                       # check=False: see SpatialOperator
+            _check_tensor("raw_weights", raw_weights, 5)
         w = _pad_directed(raw_weights).permute(0, 1, 3, 4, 2)          # (B, T, N, H, V)
         self.T, self.V = w.shape[1], w.shape[-1]
         wT = _transpose_lags(w)
@@ -222,6 +228,13 @@ def soft_threshold(v: torch.Tensor, kappa) -> torch.Tensor:
             raise ValueError("kappa must be >= 0")
     else:
         kappa = _check_num("kappa", kappa)
+    return torch.sign(v) * torch.clamp(v.abs() - kappa, min=0.0)
+
+
+def _soft_threshold(v: torch.Tensor, kappa) -> torch.Tensor:
+    """The unchecked prox of :func:`soft_threshold` for the unrolled hot loop: its threshold
+    ``mu_d1 / rho`` is non-negative by the clamps, and a check would make the host wait for the device
+    once per iteration."""
     return torch.sign(v) * torch.clamp(v.abs() - kappa, min=0.0)
 
 
@@ -368,7 +381,7 @@ def admm_step(state: dict, y, obs, Lu, Ld, Lz, p: dict, solve: Callable, use_dgl
         s["gd"] = s["gd"] + p["rho_d"] * (x - s["zd"])
     if use_dgtv:
         Lx = Ld.apply(x)
-        s["phi"] = soft_threshold(Lx - s["g"] / p["rho"], p["mu_d1"] / p["rho"])
+        s["phi"] = _soft_threshold(Lx - s["g"] / p["rho"], p["mu_d1"] / p["rho"])
         s["g"] = s["g"] + p["rho"] * (s["phi"] - Lx)
     return s
 
@@ -577,9 +590,12 @@ def time_features(tod: torch.Tensor, dow: torch.Tensor) -> torch.Tensor:
 
 
 class FeatureExtractor(nn.Module):
-    """GraphSAGE-style features (released ``FeatureExtractor``, ``parallel=False``): gather the node and its
-    ``k`` nearest neighbours, a linear map over the ``k+1`` positions producing ``H`` heads, a linear map
-    to ``C`` channels, Swish; then a per-channel linear filter over the node's previous ``V`` steps, Swish."""
+    """A small GraphSAGE-style feature extractor written for the book. It is **not** a port of the
+    released code's ``FeatureExtractor`` (which has its own layers and sizes); it keeps only the idea
+    of spec Sec. 3.3 (aggregate each node with its neighbours, then filter along the node's recent
+    past): gather the node and its ``k`` nearest neighbours, a linear map over the ``k+1`` positions
+    producing ``H`` heads, a linear map to ``C`` channels, Swish; then a per-channel linear filter
+    over the node's previous ``V`` steps, Swish."""
 
     def __init__(self, n_in: int, knn: torch.Tensor, n_heads: int, channels: int, interval: int):
         super().__init__()
@@ -613,12 +629,20 @@ class GraphLearningModule(nn.Module):
     similarity). ``M`` is shared over time (``shared_M=True``, the book model) and initialised 1.5 I;
     ``Q_k`` is initialised ``I * linspace(1, 1.2, V)[k]``. With ``temporal="undirected"`` (UT
     ablation) the raw directed weights are returned for :class:`UndirectedTemporalOperator`.
+
+    ``directed="book"`` (default) takes one exponential of the squared norm over channels,
+    ``exp(-||Q d||^2)``; ``directed="official"`` is the released code's sum over channels of
+    per-channel exponentials, ``sum_c exp(-(Q d)_c^2)``, normalised over the available lags the same
+    way. The two differ: the official raw weight lies in ``(0, C]`` and a large difference in one
+    channel cannot drive it below ``C - 1``, so the official lag weights stay close to uniform.
     """
 
     def __init__(self, n_heads: int, channels: int, interval: int, neighbors: torch.Tensor, T: int,
                  shared_M: bool = True, m_init: float = 1.5, q_init_max: float = 1.2,
-                 temporal: str = "directed"):
+                 temporal: str = "directed", directed: str = "book"):
         super().__init__()
+        if directed not in DIRECTED_WEIGHTS:
+            raise ValueError(f"directed must be one of {DIRECTED_WEIGHTS}, got {directed!r}")
         n_heads = _check_int("n_heads", n_heads, 1)
         channels = _check_int("channels", channels, 1)
         interval = _check_int("interval", interval, 1)
@@ -630,7 +654,7 @@ class GraphLearningModule(nn.Module):
         self.M = nn.Parameter(m_init * eye.expand(nM, n_heads, channels, channels).clone())
         scales = torch.linspace(1.0, q_init_max, interval)
         self.Q = nn.Parameter(scales[:, None, None, None] * eye.expand(interval, n_heads, channels, channels))
-        self.V, self.T, self.temporal = interval, T, temporal
+        self.V, self.T, self.temporal, self.directed = interval, T, temporal, directed
 
     def forward(self, f: torch.Tensor):
         """``f (B,T,N,H,C)`` -> undirected ``(B,T,N,K,H)``, directed ``(B,T-1,V,N,H)``."""
@@ -646,7 +670,9 @@ class GraphLearningModule(nn.Module):
         lags = []
         for k in range(1, self.V + 1):
             d = f[:, :T - k] - f[:, k:]                                       # rows t = k..T-1
-            e = -(torch.einsum("hcd,btnhd->btnhc", self.Q[k - 1], d) ** 2).sum(-1)
+            qd2 = torch.einsum("hcd,btnhd->btnhc", self.Q[k - 1], d) ** 2
+            # log of the raw weight: -||Q d||^2 (book) or log sum_c exp(-(Q d)_c^2) (released code)
+            e = -qd2.sum(-1) if self.directed == "book" else torch.logsumexp(-qd2, dim=-1)
             pad = torch.full_like(e[:, :1], -math.inf).expand(B, k - 1, *e.shape[2:])
             lags.append(torch.cat([pad, e], dim=1))
         logits = torch.stack(lags, dim=2)                                     # (B,T-1,V,N,H)
@@ -684,12 +710,15 @@ class ADMMBlock(nn.Module):
         self.comb = nn.Parameter(torch.full((n_heads,), 1.0 / n_heads))
         self.solves = {"x": 0, "u": 0, "d": 0}   # counters (tests: no_dglr never solves z_d)
 
-    def forward(self, x0, y, obs, w_u, w_d, neighbors) -> torch.Tensor:
-        """``x0, y, obs (B,T,N)`` -> ``(B,T,N)``; ``y`` zero-padded, ``obs`` the observation mask."""
+    def forward(self, x0, y, obs, w_u, w_d, neighbors, check: bool = True) -> torch.Tensor:
+        """``x0, y, obs (B,T,N)`` -> ``(B,T,N)``; ``y`` zero-padded, ``obs`` the observation mask.
+        ``check=False`` (the forecaster's own calls) skips the checks of ``neighbors`` and the graph
+        weights, each of which makes the host wait for the device."""
         H = self.comb.shape[0]
         xh, yh, oh = (v[..., None].expand(*v.shape, H) for v in (x0, y, obs))
-        Lu = SpatialOperator(neighbors, w_u)
-        Ld = (UndirectedTemporalOperator(w_d) if self.ablation == "ut" else DirectedTemporalOperator(w_d))
+        Lu = SpatialOperator(neighbors, w_u, check=check)
+        Ld = (UndirectedTemporalOperator(w_d, check=check) if self.ablation == "ut"
+              else DirectedTemporalOperator(w_d, check=check))
         s = admm_init(xh, Ld)
         for tau in range(self.n_iter):
             p = {k: v[tau] for k, v in self.admm.items()}
@@ -748,12 +777,18 @@ def ridge_features(y: torch.Tensor, tod_last: torch.Tensor, knn: torch.Tensor) -
 
 class UnrolledGSPForecaster(nn.Module):
     """The unrolled mixed-graph ADMM forecaster (spec Sec. 3.3): extrapolate, then ``n_blocks`` times
-    [features -> learned graphs (attention) -> ``n_iter`` ADMM layers -> learned skip]."""
+    [features -> learned graphs (attention) -> ``n_iter`` ADMM layers -> learned skip].
+
+    Deviation from the released code: every block's data term ``||y - H x||^2`` of (P) fits the
+    observed hour ``y`` itself, where the released code's later blocks fit the previous block's
+    reconstruction. ``directed`` picks the directed-weight formula (see :class:`GraphLearningModule`).
+    """
 
     def __init__(self, n_nodes: int, neighbors: torch.Tensor, t_in: int = 12, t_out: int = 12,
                  n_blocks: int = 2, n_iter: int = 5, cg_iters: int = 3, n_heads: int = 2, channels: int = 6,
                  interval: int = 6, k: int = 6, ablation: str = "none", learn_graphs: bool = True,
-                 laplacian_dims: int = 5, extrapolator: str = "ridge_init", mu_init: float = 3.0):
+                 laplacian_dims: int = 5, extrapolator: str = "ridge_init", mu_init: float = 3.0,
+                 directed: str = "book"):
         super().__init__()
         n_nodes = _check_int("n_nodes", n_nodes, 2)
         neighbors = _check_neighbors(neighbors, n_nodes)
@@ -771,6 +806,8 @@ class UnrolledGSPForecaster(nn.Module):
             raise ValueError(f"ablation must be one of {ABLATIONS}, got {ablation!r}")
         if extrapolator not in EXTRAPOLATORS:
             raise ValueError(f"extrapolator must be one of {EXTRAPOLATORS}, got {extrapolator!r}")
+        if directed not in DIRECTED_WEIGHTS:
+            raise ValueError(f"directed must be one of {DIRECTED_WEIGHTS}, got {directed!r}")
         self.n_nodes, self.t_in, self.t_out, self.T = n_nodes, t_in, t_out, T
         self.learn_graphs, self.ablation, self.V = learn_graphs, ablation, interval
         self.register_buffer("nbr", neighbors.clone())
@@ -786,7 +823,8 @@ class UnrolledGSPForecaster(nn.Module):
             self.features = nn.ModuleList(FeatureExtractor(n_in, knn, n_heads, channels, interval)
                                           for _ in range(n_blocks))
             self.graphs = nn.ModuleList(GraphLearningModule(n_heads, channels, interval, neighbors, T,
-                                                            temporal=temporal) for _ in range(n_blocks))
+                                                            temporal=temporal, directed=directed)
+                                        for _ in range(n_blocks))
         else:
             ones = torch.ones(1, 1, n_nodes, neighbors.shape[1], 1)
             self.register_buffer("fixed_wu", normalise_spatial(ones, neighbors))
@@ -831,7 +869,7 @@ class UnrolledGSPForecaster(nn.Module):
         E = self.embed(tod, dow)
         for b, block in enumerate(self.blocks):
             wu, wd = self.graphs_for(b, x, E)
-            x_new = block(x, ypad, obs, wu, wd, self.nbr)
+            x_new = block(x, ypad, obs, wu, wd, self.nbr, check=False)   # nbr checked in __init__
             x = self.skip[b] * x_new + (1 - self.skip[b]) * x
         return x
 
@@ -860,7 +898,7 @@ class UnrolledGSPForecaster(nn.Module):
         for b, block in enumerate(self.blocks):
             wu, wd = self.graphs_for(b, x, E)
             out.append({"spatial": wu, "temporal": wd})
-            x = self.skip[b] * block(x, ypad, obs, wu, wd, self.nbr) + (1 - self.skip[b]) * x
+            x = self.skip[b] * block(x, ypad, obs, wu, wd, self.nbr, check=False) + (1 - self.skip[b]) * x
         return out
 
 

@@ -1,0 +1,40 @@
+"""The cost model of the focusing notebooks (:mod:`icml26.book.budget`), read defensively from the presets.
+
+The steps are the chapter's ``gpu_check`` kernels (one ``full`` and one ``focus_zoom`` training step, forward
+and backward, at the **gpu** preset's sizes): this model projects the gpu scale only. Notebook 3 (an estimate
+of its runs): every run of ``cfg.runs`` taken as
+``steps`` x the learning-rate grid for tuning on one seed plus runs x ``steps`` per test seed; a ``full``
+run costs the full step, every other run the focus_zoom step."""
+
+from __future__ import annotations
+
+from icml26.book.budget import Item, gpu_preset, n_of, pick
+
+from . import presets
+
+_KERNELS: dict = {}
+
+
+def _kernel(name: str):
+    def build():
+        import torch
+
+        if "all" not in _KERNELS:
+            from . import gpu_check
+
+            _KERNELS["all"] = gpu_check(torch.device("cpu"))
+        return _KERNELS["all"][name]
+    return build
+
+
+def notebooks(scale: str) -> dict:
+    if scale != "gpu":
+        return {}
+    cfg = gpu_preset(presets, scale)
+    runs = tuple(pick(cfg, "runs", ("full",)))
+    full = sum(1 for r in runs if r.startswith("full"))
+    focus = len(runs) - full
+    per_run = pick(cfg, "steps", 0) * (n_of(pick(cfg, "lr_grid"), 1) + n_of(pick(cfg, "test_seeds"), 1))
+    return {"03-training-a-sparse-vae": [
+        Item(f"full step ({full} runs)", full * per_run, _kernel("focusing full step")),
+        Item(f"focus_zoom step ({focus} runs)", focus * per_run, _kernel("focusing focus_zoom step"))]}

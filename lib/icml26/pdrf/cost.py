@@ -1,0 +1,56 @@
+"""The cost model of the pdrf notebooks (:mod:`icml26.book.budget`), read defensively from the presets.
+
+Notebook 3 trains the kinds of ``cfg.single_runs`` (``det``, ``rf_v`` at gpu) and the control rows (RF-x
+with ``cfg.control_t_eps``, PDRF with a still teacher when ``cfg.still_control``) on the first seed and
+``rf_x`` and ``pdrf`` on every seed of ``cfg.seeds`` (:func:`~icml26.pdrf.experiments.model_study`), each
+for ``cfg.steps`` steps; the step is the
+chapter's ``gpu_check`` U-Net training step, built at the **gpu** preset's sizes, so this model projects the
+gpu scale only (smoke and book declare no items yet). Forecasting the test set is one 5-step sampling of the
+``gpu_check`` batch per ``eval_batch`` chunk and generative model. Notebook 1 trains the toy flow twice for
+``toy_steps``: one step of :func:`~icml26.pdrf.experiments.train_toy` (``toy_steps = 1``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from icml26.book.budget import Item, gpu_preset, n_of, pick
+
+from . import presets
+
+_KERNELS: dict = {}
+
+
+def _kernel(name: str):
+    def build():
+        import torch
+
+        if "all" not in _KERNELS:
+            from . import gpu_check
+
+            _KERNELS["all"] = gpu_check(torch.device("cpu"))
+        return _KERNELS["all"][name]
+    return build
+
+
+def _toy(cfg, param):
+    def build():
+        from .experiments import train_toy
+
+        one = replace(cfg, toy_steps=1)
+        return lambda: train_toy(param, one, 0, None, progress=False)
+    return build
+
+
+def notebooks(scale: str) -> dict:
+    if scale != "gpu":
+        return {}
+    cfg = gpu_preset(presets, scale)
+    seeds = n_of(pick(cfg, "seeds"), 1)
+    singles = n_of(pick(cfg, "single_runs"), 2)
+    controls = int(pick(cfg, "control_t_eps") is not None) + int(bool(pick(cfg, "still_control", False)))
+    runs = singles + 2 * seeds + controls
+    chunks = -(-pick(cfg, "n_test", 1) // max(pick(cfg, "eval_batch", 1), 1))
+    nb1 = [Item(f"toy flow step ({p}-prediction)", pick(cfg, "toy_steps", 0), _toy(cfg, p)) for p in ("v", "x")]
+    nb3 = [Item(f"U-Net train step ({runs} models)", runs * pick(cfg, "steps", 0), _kernel("pdrf train step")),
+           Item("5-step sampling of one test chunk", chunks * (runs - 1), _kernel("pdrf 5-step sampling"))]
+    return {"01-data-space-flow": nb1, "03-pdrf-vs-baselines": nb3}

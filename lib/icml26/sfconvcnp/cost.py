@@ -1,0 +1,65 @@
+"""The cost model of the sfconvcnp notebooks (:mod:`icml26.book.budget`): the work each one runs at a scale.
+
+Each training item is one real step of :func:`~icml26.sfconvcnp.experiments.train_np` (``n_steps=1``: task
+sampling, loss, backward, clipping, AdamW, the scheduler and the loss read back), evaluation items one
+batch of :func:`~icml26.sfconvcnp.experiments.evaluate_np`; counts are models x seeds x steps."""
+
+from __future__ import annotations
+
+from icml26.book.budget import Item, gpu_preset, n_of, pick
+
+from . import presets
+
+
+def _train(cfg, name, sampler_fn, **kw):
+    def build():
+        from . import experiments as ex
+
+        model = ex.make_model(name, cfg, 0)
+        sampler = ex._sampler(cfg, sampler_fn, **kw)
+        return lambda: ex.train_np(model, sampler, 1, lr=cfg.lr, progress=False)
+    return build
+
+
+def _eval(cfg, name, sampler_fn, oracle=False, **kw):
+    def build():
+        from . import experiments as ex
+
+        model = ex.make_model(name, cfg, 0)
+        sampler = ex._sampler(cfg, sampler_fn, test=True, **kw)
+        return lambda: ex.evaluate_np(model, sampler, 1, oracle=oracle)
+    return build
+
+
+def _toy(cfg, rank):
+    def build():
+        from . import experiments as ex
+
+        return lambda: ex.fit_operator_toy(rank, 1, 1e-3, pick(cfg, "toy_batch", 32), progress=False)
+    return build
+
+
+def notebooks(scale: str) -> dict:
+    from .data import sample_gp_tasks, sample_sawtooth_tasks
+
+    cfg = gpu_preset(presets, scale)
+    seeds = n_of(pick(cfg, "seeds"), 1)
+    tb = pick(cfg, "test_batches", 1)
+    saw = ["sfconvcnp-linear", "sfvconvcnp", "sfconvcnp"]
+    gp = ["cnp", "convcnp", "sfconvcnp"] + (["te-attention"] if pick(cfg, "train_attention", False) else [])
+    per = ["convcnp", "sfconvcnp"]
+    nb1 = [Item("operator toy SFConv step", pick(cfg, "toy_steps", 0), _toy(cfg, 0)),
+           Item("operator toy SFVConv step", pick(cfg, "toy_steps", 0), _toy(cfg, 1))]
+    nb1 += [Item(f"sawtooth {n} train step", seeds * pick(cfg, "steps_saw", 0), _train(cfg, n, sample_sawtooth_tasks),
+                 key=f"train {n}") for n in saw]
+    nb1 += [Item(f"sawtooth {n} test batch", seeds * tb, _eval(cfg, n, sample_sawtooth_tasks)) for n in saw]
+    nb2 = [Item(f"GP-RBF {n} train step", seeds * pick(cfg, "steps_rbf", 0),
+                _train(cfg, n, sample_gp_tasks, kernel="rbf"), key=f"train {n}") for n in gp]
+    nb2 += [Item(f"GP-RBF {n} test batch", seeds * tb * n_of(pick(cfg, "shifts"), 1),
+                 _eval(cfg, n, sample_gp_tasks, oracle=True, kernel="rbf"), key=f"test {n}") for n in gp]
+    nb2 += [Item(f"periodic {n} train step", seeds * pick(cfg, "steps_periodic", 0),
+                 _train(cfg, n, sample_gp_tasks, kernel="periodic"), key=f"train {n}",
+                 note="measured as the GP-RBF step of the same model (same sizes)") for n in per]
+    nb2 += [Item(f"periodic {n} test batch", 2 * seeds * tb,
+                 _eval(cfg, n, sample_gp_tasks, oracle=True, kernel="periodic"), key=f"test {n}") for n in per]
+    return {"01-set-fourier-convolution": nb1, "02-neural-processes": nb2}
