@@ -274,15 +274,19 @@ def shrink_calibration(df: pd.DataFrame, rho: float = 0.8, n_boot: int = 2000, s
     out = {"tm_parent": float(par.mean()), "tm_control": float(ctl.mean()), "tm_full": float(one.mean())}
 
     def add(name, value, boot):
-        lo, hi = np.nanpercentile(boot, [2.5, 97.5])
+        boot = boot[~np.isnan(boot)]
+        lo, hi = np.percentile(boot, [2.5, 97.5]) if boot.size else (np.nan, np.nan)
         out.update({name: float(value), f"{name}_lo": float(lo), f"{name}_hi": float(hi)})
 
     add("ratio", par.mean() / one.mean(), par[idx].mean(1) / one[idx].mean(1))
     add("gap", gap.mean(), gap[idx].mean(1))
     add("gap_full", gap_full.mean(), gap_full[idx].mean(1))
     add("retention", gap.mean() / gap_full.mean(), gap[idx].mean(1) / gap_full[idx].mean(1))
-    same = par - at.tm_same.to_numpy()
-    add("gap_same", np.nanmean(same), np.nanmean(same[idx], 1))
+    same = par - at.tm_same.to_numpy()            # NaN where a length group has no other chain of the program
+    have = ~np.isnan(same)
+    n_have = have[idx].sum(1)
+    boot_same = np.where(have, same, 0.0)[idx].sum(1) / np.maximum(n_have, 1)
+    add("gap_same", same[have].mean() if have.any() else np.nan, np.where(n_have > 0, boot_same, np.nan))
     k0 = (at.tm_parent_k0 - at.tm_control_k0).to_numpy()
     add("gap_k0", k0.mean(), k0[idx].mean(1))
     return out
