@@ -13,23 +13,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from icml26.book.budget import Item, gpu_preset, n_of, pick
+from icml26.book.budget import Item, gpu_check_step, gpu_preset, n_of, pick
 
 from . import presets
 
-_KERNELS: dict = {}
-
 
 def _kernel(name: str):
-    def build():
-        import torch
-
-        if "all" not in _KERNELS:
-            from . import gpu_check
-
-            _KERNELS["all"] = gpu_check(torch.device("cpu"))
-        return _KERNELS["all"][name]
-    return build
+    return gpu_check_step(__package__, name)
 
 
 def _toy(cfg, param):
