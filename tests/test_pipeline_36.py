@@ -145,6 +145,24 @@ def test_a_library_edit_invalidates_notebooks_importing_it_in_any_form(tmp_path,
     assert content_hash(nb, "smoke") != before
 
 
+def test_the_gpu_cost_model_is_not_part_of_a_notebooks_hash(tmp_path, monkeypatch):
+    """No notebook runs a chapter's cost.py (issue 43's budget tool does): editing it keeps cached runs and the
+    published ledger current; editing the presets beside it does not."""
+    package = tmp_path / "pkg"
+    for file in ("__init__.py", "core/__init__.py", "bpop/__init__.py", "bpop/cost.py", "bpop/presets.py"):
+        (package / file).parent.mkdir(parents=True, exist_ok=True)
+        (package / file).write_text("# v1\n")
+    monkeypatch.setattr(sources, "PACKAGE_DIR", package)
+    (tmp_path / "book").mkdir()
+    root = make_chapter_book(tmp_path / "book", "demo", {"01-a": PARAMS + cell("from icml26 import bpop")})
+    nb = notebook(root, "01-a")
+    before = content_hash(nb, "book")
+    (package / "bpop" / "cost.py").write_text("# v2: another gpu step count\n")
+    assert content_hash(nb, "book") == before
+    (package / "bpop" / "presets.py").write_text("# v2\n")
+    assert content_hash(nb, "book") != before
+
+
 # -- 3. orphans of a runner that died are killed, their folders swept ---------------------------------
 RUNNER_ENV, TOKEN_ENV = "ICML26_RUNNER", "ICML26_RUN_TOKEN"
 

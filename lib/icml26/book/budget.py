@@ -76,7 +76,9 @@ the H100 constants are the data sheet's and the launch costs above, not yet chec
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import fcntl
 import hashlib
 import importlib
 import json
@@ -443,14 +445,31 @@ def calibration(costs: list[NotebookCost], timings: Mapping, scale: str = "book"
 STORE = Path(__file__).with_name("budget_counts.json")
 
 
+def _code_of(source: str) -> str:
+    """The code of a module without its comments and docstrings (``ast.dump`` of the tree with every docstring
+    removed), so that editing prose does not stale the stored counts; a file that does not parse hashes as is."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
 def fingerprint(module: str, scale: str) -> str:
-    """A hash of a chapter package's sources (presets and cost.py included) and the scale: stored counts are
-    reused only while it matches. (A change to the counting in this module needs ``--refresh``.)"""
+    """A hash of a chapter package's code (presets and cost.py included; comments and docstrings left out) and the
+    scale: stored counts are reused only while it matches. (A change to the counting in this module needs
+    ``--refresh``.)"""
     h = hashlib.sha256(scale.encode())
     root = Path(__file__).resolve().parents[1]
     for path in sorted((root / module).rglob("*.py")):
         h.update(path.name.encode())
-        h.update(path.read_bytes())
+        h.update(_code_of(path.read_text()).encode())
     return h.hexdigest()[:16]
 
 
@@ -459,6 +478,18 @@ def _load_store() -> dict:
         return json.loads(STORE.read_text())
     except (OSError, ValueError):
         return {}
+
+
+def _save_store(entries: Mapping[str, dict]) -> None:
+    """Write ``entries`` into :data:`STORE`, re-reading it under a lock first, so that two ``--refresh`` runs of
+    different chapters at once keep each other's entries."""
+    with open(STORE.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        saved = _load_store()
+        saved.update(entries)
+        tmp = STORE.with_suffix(".tmp")
+        tmp.write_text(json.dumps(saved, indent=1, sort_keys=True) + "\n")
+        tmp.replace(STORE)
 
 
 def run(scale: str = "gpu", chapters: list[str] | None = None, limit: float = 300.0, echo=print,
@@ -475,6 +506,7 @@ def run(scale: str = "gpu", chapters: list[str] | None = None, limit: float = 30
     results: list[NotebookCost] = []
     missing = []
     saved = _load_store()
+    fresh: dict[str, dict] = {}
     with one_thread():   # counts do not depend on threads; one thread keeps CI's two cores for the jobs
         for slug, declared in chapter_costs(scale, chapters).items():
             if isinstance(declared, str):
@@ -489,9 +521,9 @@ def run(scale: str = "gpu", chapters: list[str] | None = None, limit: float = 30
                 torch.manual_seed(0)
                 results.append(project(slug, notebook, items, const, cache, counts))
             if refresh and not any(nb.failed for nb in results if nb.chapter == slug):
-                saved[f"{slug}|{scale}"] = {"hash": fp, "counts": counts}
+                fresh[f"{slug}|{scale}"] = {"hash": fp, "counts": counts}
     if refresh:
-        STORE.write_text(json.dumps(saved, indent=1, sort_keys=True) + "\n")
+        _save_store(fresh)
     timings = load_timings()
     echo(budget_table(results, limit, timings, scale))
     if missing:

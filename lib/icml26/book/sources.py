@@ -291,7 +291,12 @@ def modules_used(source: str) -> set[str]:
     return names
 
 
-def _hash_tree(digest, folder: Path) -> None:
+# Files of a chapter package that no notebook runs: its gpu cost model (``python -m icml26.book.gpu budget``).
+# Editing one must not send every notebook of the chapter back to the runner nor stale its published ledger.
+NOT_RUN_BY_NOTEBOOKS = frozenset({"cost.py"})
+
+
+def _hash_tree(digest, folder: Path, skip: frozenset[str] = frozenset()) -> None:
     if folder.is_file():
         digest.update(folder.name.encode())
         digest.update(folder.read_bytes())
@@ -299,14 +304,15 @@ def _hash_tree(digest, folder: Path) -> None:
     if not folder.is_dir():
         return
     for file in sorted(folder.rglob("*")):
-        if file.is_file() and "__pycache__" not in file.parts:
+        if file.is_file() and "__pycache__" not in file.parts and file.name not in skip:
             digest.update(str(file.relative_to(folder)).encode())
             digest.update(file.read_bytes())
 
 
 def content_hash(nb: Notebook, scale: str) -> str:
     """What decides whether a notebook must run again: its source, the scale, the package code it
-    imports (the core included) and the chapter's data folder."""
+    imports (the core included; a chapter's ``cost.py``, which no notebook runs, left out) and the
+    chapter's data folder."""
     source = nb.source()
     digest = hashlib.sha256()
     digest.update(scale.encode())
@@ -314,6 +320,6 @@ def content_hash(nb: Notebook, scale: str) -> str:
     digest.update((PACKAGE_DIR / "__init__.py").read_bytes())
     for module in sorted(modules_used(source)):
         for candidate in (PACKAGE_DIR / module, PACKAGE_DIR / f"{module}.py"):
-            _hash_tree(digest, candidate)
+            _hash_tree(digest, candidate, skip=NOT_RUN_BY_NOTEBOOKS)
     _hash_tree(digest, nb.root / "data" / nb.chapter)
     return digest.hexdigest()
