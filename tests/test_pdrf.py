@@ -353,6 +353,55 @@ def test_model_study_controls_single_runs_and_cost():
     assert item.count == (2 + 2 * len(gpu.seeds) + 2) * gpu.steps
 
 
+def test_teacher_controls_runs_oracle_rf_v_teacher_and_cost():
+    # issue 38.3: the lambda sweep (0 is RF-x), the oracle teacher (true motion) and RF-v + teacher
+    from dataclasses import replace
+
+    from icml26.pdrf import cost
+
+    base = m.preset("smoke")
+    assert m.preset("book").ctrl_rf_v is False and m.preset("gpu").ctrl_rf_v is True
+    names = [r[0] for r in ex.control_runs(replace(base, ctrl_rf_v=True))]
+    assert names == [f"lambda={v:g}" for v in base.ctrl_lambdas] + ["oracle", "rf_v", "rf_v_phy"]
+    assert ex.control_runs(base)[0][1:] == ("rf_x", "none", 0.0)
+    for bad in ((), (0.0, 0.0, 0.1), (0.0, -1.0, 0.1), (0.0, float("nan"), 0.1), (0.1, 1.0), (0.0, 1.0)):
+        with pytest.raises(ValueError, match="ctrl_lambdas"):
+            ex.control_runs(replace(base, ctrl_lambdas=bad))
+    cfg = replace(base, steps=1, n_train=16, n_test=8, eval_batch=8, ctrl_n_val=8, ctrl_lambdas=(0.0, 0.1),
+                  ctrl_seeds=(0, 1), ctrl_rf_v=True)
+    study = ex.classical_study(cfg)
+    data = ex.control_data(cfg, study)
+    ctl = ex.teacher_controls(cfg, data, seeds=(0,))
+    ctl = ex.teacher_controls(cfg, data, seeds=(1,), previous=ctl)
+    assert ctl["seeds"] == [0, 1]
+    for key in ("test_csi_m", "test_adv", "val_csi_m"):
+        assert set(ctl[key]) == {"lambda=0", "lambda=0.1", "oracle", "rf_v", "rf_v_phy"}
+        assert all(v.shape == (2,) and np.isfinite(v).all() for v in ctl[key].values())
+    one = ex.teacher_controls(replace(cfg, ctrl_rf_v=False), data, seeds=(1,))
+    assert all(np.array_equal(one[k][n], ctl[k][n][1:]) for k in ("test_csi_m", "val_csi_m") for n in one[k])
+    with pytest.raises(ValueError, match="study"):
+        ex.control_data(cfg, {"frames": study["frames"]})
+    with pytest.raises(ValueError, match="ctrl_n_val"):
+        ex.control_data(replace(cfg, ctrl_n_val=0), study)
+    for bad in ((0, 0), (1,), (), (0.5,)):
+        with pytest.raises(ValueError, match="seeds"):
+            ex.teacher_controls(cfg, data, seeds=bad, previous=ctl if bad == (1,) else None)
+    with pytest.raises(ValueError, match="data"):
+        ex.teacher_controls(cfg, {"train": data["train"]})
+    # RF-v + teacher: the teacher term enters the velocity loss (lambda 0 gives RF-v's weights)
+    x, two = m.generate_radar(16, cfg.radar, _gen(0)), replace(cfg, steps=2, ema_every=1)
+    a, _ = ex.train_model(two, "rf_v", x, seed=3)
+    b, h = ex.train_model(two, "rf_v_phy", x, seed=3, teacher=x[:, cfg.radar.t_in:])
+    assert min(h["loss_phy"]) > 0 and not all(torch.equal(v, b.state_dict()[n]) for n, v in a.state_dict().items())
+    c, _ = ex.train_model(two, "rf_v_phy", x, seed=3, lambda_phy=0.0)
+    assert all(torch.equal(v, c.state_dict()[n]) for n, v in a.state_dict().items())
+    gpu = m.preset("gpu")
+    item = cost.notebooks("gpu")["02-radar-nowcasting"][0]
+    assert item.count == len(gpu.ctrl_seeds) * (len(gpu.ctrl_lambdas) + 1 + 2) * gpu.steps
+    dry = gpu.dry_run()
+    assert len(dry.ctrl_seeds) == 1 and dry.ctrl_n_val <= 8 and dry.ctrl_lambdas == (0.0, gpu.lambda_phy)
+
+
 def test_release_teacher_gap_zero_motion_is_the_spline_smoothing():
     # issue 38.4: without prefilter the release's order-3 spline does not interpolate: at zero motion it
     # returns the frame filtered by (1, 4, 1) / 6 along each axis (edge pixel repeated), not the frame

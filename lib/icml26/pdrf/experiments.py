@@ -9,8 +9,9 @@ from tqdm.auto import tqdm
 
 from ..core.compare import paired_init
 from . import metrics as mt
+from ._checks import check_int
 from .data import THRESHOLDS, embedded_ring, generate_radar, make_splits
-from .flow import loss_weight_share, pdrf_loss, sample, train
+from .flow import V_KINDS, loss_weight_share, pdrf_loss, sample, train
 from .models import CondUNet, ToyMLP
 from .physics import estimate_motion, persistence, semi_lagrangian, sl_teacher
 
@@ -208,7 +209,7 @@ def predict(cfg, kind: str, model, cond: torch.Tensor, noise: torch.Tensor | Non
             outs.append(model(None, None, c))
         else:
             nz = noise[i:i + cfg.eval_batch]
-            outs.append(sample(model, c, nz.shape, nfe=cfg.nfe, param="v" if kind == "rf_v" else "x",
+            outs.append(sample(model, c, nz.shape, nfe=cfg.nfe, param="v" if kind in V_KINDS else "x",
                                t_eps=cfg.sample_t_eps, noise=nz))
     return torch.cat(outs).clamp(0, 1)
 
@@ -352,6 +353,95 @@ def model_study(cfg, device=None) -> dict:
     return {"test": te, "obs": obs, "cond": cond, "x_sl": x_sl, "preds": preds, "scores": scores, "models": models,
             "hist": hist, "boot": boot, "seed_gaps": seed_gaps, "case": case, "trajs": trajs,
             "epe_rain": ms["epe_rain"], "half": half, "per_seed": per_seed, "est": ms["est"]}
+
+
+def control_runs(cfg) -> list[tuple[str, str, str, float]]:
+    """The runs of :func:`teacher_controls` for one seed, as ``(name, kind, teacher, lambda_phy)``:
+    the teacher-weight sweep ``cfg.ctrl_lambdas`` (0 is RF-x; names ``"lambda=<value>"``), the oracle
+    teacher at ``cfg.lambda_phy`` (``"oracle"``) and, with ``cfg.ctrl_rf_v``, RF-v and RF-v + teacher
+    (``"rf_v"``, ``"rf_v_phy"``)."""
+    lams = tuple(cfg.ctrl_lambdas)
+    if not lams or any(isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v) or v < 0
+                       for v in lams):
+        raise ValueError(f"ctrl_lambdas must be a non-empty tuple of finite numbers >= 0, got {lams!r}")
+    if len(set(lams)) != len(lams):
+        raise ValueError(f"ctrl_lambdas must not repeat a value, got {lams!r}")
+    if 0 not in lams or cfg.lambda_phy not in lams:
+        raise ValueError(f"ctrl_lambdas must hold 0 (RF-x) and lambda_phy={cfg.lambda_phy} (PDRF), got {lams!r}")
+    runs = [(f"lambda={float(v):g}", "rf_x" if v == 0 else "pdrf", "none" if v == 0 else "est", float(v))
+            for v in lams]
+    if cfg.ctrl_oracle:
+        runs.append(("oracle", "pdrf", "oracle", float(cfg.lambda_phy)))
+    if cfg.ctrl_rf_v:
+        runs += [("rf_v", "rf_v", "none", 0.0), ("rf_v_phy", "rf_v_phy", "est", float(cfg.lambda_phy))]
+    return runs
+
+
+def control_data(cfg, study: dict, device=None) -> dict:
+    """What every run of :func:`teacher_controls` shares: NB3's training set (the ``make_splits`` train
+    seed) with its two teachers, the estimated-motion X_SL (Horn-Schunck, as in NB3) and the oracle
+    (the same straight backtrace along the generator's **true** motion; inside the loss only), the
+    test set of ``study`` (:func:`classical_study`'s result, NB3's test set; its ``sl_est`` is the X_SL
+    that closeness is measured to), ``cfg.ctrl_n_val`` validation sequences of their own seed, and
+    the shared sampling noise."""
+    check_int("ctrl_n_val", cfg.ctrl_n_val)
+    for key in ("frames", "preds"):
+        if not isinstance(study, dict) or key not in study:
+            raise ValueError(f"study must be classical_study's result (with {key!r}), got {type(study).__name__}")
+    r = cfg.radar
+    tr, mot = generate_radar(cfg.n_train, r, torch.Generator().manual_seed(2 * cfg.seed + 1000), device=device,
+                             return_motion=True)                                   # = make_splits' train split
+    teachers = {"none": None, "est": torch.cat([
+        sl_teacher(tr[i:i + 256, :r.t_in], r.t_out, levels=cfg.hs_levels, iters=cfg.hs_iters)
+        for i in range(0, tr.shape[0], 256)])}
+    if cfg.ctrl_oracle:
+        teachers["oracle"] = sl_teacher(tr[:, :r.t_in], r.t_out, motion=mot)
+    te = study["frames"]
+    val = generate_radar(cfg.ctrl_n_val, r, torch.Generator().manual_seed(2 * cfg.seed + 3001), device=device)
+    obs, vobs = te[:, r.t_in:], val[:, r.t_in:]
+    return {"train": tr, "teachers": teachers, "cond": te[:, :r.t_in], "obs": obs, "x_sl": study["preds"]["sl_est"],
+            "vcond": val[:, :r.t_in], "vobs": vobs,
+            "noise": torch.randn(obs.shape, generator=torch.Generator().manual_seed(4242)).to(obs),
+            "vnoise": torch.randn(vobs.shape, generator=torch.Generator().manual_seed(4343)).to(vobs)}
+
+
+def teacher_controls(cfg, data: dict, seeds=None, previous: dict | None = None) -> dict:
+    """NB2: what the teacher contributes (spec Sec. 3.6 ablations and P4), with notebook 3's recipe.
+
+    For every seed of ``seeds`` (default ``cfg.ctrl_seeds``; paired: same initial weights, batches and
+    flow noise per seed, :func:`train_model`) trains the runs of :func:`control_runs` on
+    :func:`control_data`'s training set: the teacher-weight sweep (lambda 0 = RF-x; Eq. 14's weight), PDRF
+    with the oracle teacher (true motion) and, with ``cfg.ctrl_rf_v``, RF-v with and without the
+    teacher term. Each run is scored on the test set (CSI-M and the MSE to X_SL, mean over leads;
+    NB3's shared noise) and on the validation sequences (CSI-M, read to choose lambda). ``previous``
+    (an earlier result on other seeds) is extended, so that a notebook can train its seeds in
+    separate cells. Returns ``{"seeds", "runs", "test_csi_m", "test_adv", "val_csi_m"}`` with
+    ``{name: (n_seeds,)}`` arrays."""
+    seeds = tuple(cfg.ctrl_seeds if seeds is None else seeds)
+    done = [] if previous is None else list(previous["seeds"])
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in seeds) or len(set(seeds + tuple(done))) \
+            != len(seeds) + len(done) or not (seeds or done):
+        raise ValueError(f"seeds must be distinct ints, new to previous {done}, got {seeds!r}")
+    need = ("train", "teachers", "cond", "obs", "x_sl", "vcond", "vobs", "noise", "vnoise")
+    if not isinstance(data, dict) or any(k not in data for k in need):
+        raise ValueError("data must be control_data's result")
+    runs = control_runs(cfg)
+    keys = ("test_csi_m", "test_adv", "val_csi_m")
+    out = {k: {name: np.zeros(len(seeds)) for name, *_ in runs} for k in keys}
+    jobs = [(i, s, run) for i, s in enumerate(seeds) for run in runs]
+    for i, s, (name, kind, teach, lam) in tqdm(jobs, desc="teacher controls", leave=False):
+        model, _ = train_model(cfg, kind, data["train"], seed=int(s), teacher=data["teachers"][teach],
+                               device=data["train"].device, lambda_phy=lam)
+        sc = evaluate(cfg, {name: predict(cfg, kind, model, data["cond"], data["noise"])}, data["obs"],
+                      x_sl=data["x_sl"], fss_windows=NB3_FSS)[name]
+        vs = evaluate(cfg, {name: predict(cfg, kind, model, data["vcond"], data["vnoise"])}, data["vobs"],
+                      fss_windows=NB3_FSS)[name]
+        out["test_csi_m"][name][i] = sc["csi_m"]
+        out["test_adv"][name][i] = float(np.mean(sc["adv_mse"]))
+        out["val_csi_m"][name][i] = vs["csi_m"]
+    if previous is not None:
+        out = {k: {n: np.concatenate([previous[k][n], v]) for n, v in out[k].items()} for k in keys}
+    return {"seeds": done + list(seeds), "runs": runs, **out}
 
 
 def claim_numbers(scores: dict, half, t_out: int, fss_win: int = 2) -> dict:

@@ -17,7 +17,8 @@ import torch.nn as nn
 from ._checks import check_generator, check_int, check_real
 from .physics import sl_teacher
 
-KINDS = ("det", "rf_v", "rf_x", "pdrf")
+KINDS = ("det", "rf_v", "rf_x", "pdrf", "rf_v_phy")
+V_KINDS = ("rf_v", "rf_v_phy")   # velocity-parameterised kinds (RF-v, and RF-v with the teacher term)
 
 
 def _bshape(t, x):
@@ -201,7 +202,8 @@ def train(model: nn.Module, kind: str, train_frames: torch.Tensor, steps: int, b
           t_eps: float = 1e-3, ema_beta: float = 0.95, ema_every: int = 20, warmup_frac: float = 0.05,
           generator: torch.Generator | None = None, teacher: torch.Tensor | None = None,
           progress: bool = True) -> tuple[nn.Module, dict]:
-    """Train one model of ``kind`` in {"det", "rf_v", "rf_x", "pdrf"} (spec Sec. 7.3; official
+    """Train one model of ``kind`` in :data:`KINDS` (spec Sec. 7.3; ``"rf_v_phy"`` is RF-v with the
+    teacher term of weight ``lambda_phy``, the spec's "RF-v + teacher" ablation, Sec. 3.6; official
     optimiser: AdamW(0.9, 0.95), cosine schedule with warm-up, gradient clip 1.0, EMA every
     ``ema_every`` steps). The teacher X_SL is computed once per training sequence from the
     condition (estimated motion unless ``train_motion``) or passed as ``teacher``. Returns the EMA
@@ -227,7 +229,7 @@ def train(model: nn.Module, kind: str, train_frames: torch.Tensor, steps: int, b
     t_out = T - t_in
     if t_out < 1:
         raise ValueError(f"train_frames must have more than t_in={t_in} frames, got {T}")
-    lam = lambda_phy if kind == "pdrf" else 0.0
+    lam = lambda_phy if kind in ("pdrf", "rf_v_phy") else 0.0
     dev = next(model.parameters()).device
     frames = train_frames.to(dev)
     if lam > 0 and teacher is None:
@@ -252,7 +254,7 @@ def train(model: nn.Module, kind: str, train_frames: torch.Tensor, steps: int, b
             parts = {"loss_flow": loss.detach(), "loss_phy": torch.zeros(())}
         else:
             loss, parts = pdrf_loss(model, x1, cond, teacher[idx] if lam > 0 else None, lambda_phy=lam,
-                                    param="v" if kind == "rf_v" else "x", t_eps=t_eps, generator=gen)
+                                    param="v" if kind in V_KINDS else "x", t_eps=t_eps, generator=gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

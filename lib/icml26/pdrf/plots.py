@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from icml26.core import method_color
+from icml26.core import method_color, method_colors
 
 from .data import THRESHOLDS
 from .experiments import MODEL_LABELS
@@ -217,3 +217,36 @@ def losses(hist: dict, window: int = 25):
 
 __all__ = ["THRESHOLDS", "gallery", "losses", "motion_compare", "perturbation", "rotation", "sampling_steps",
            "sequences", "shifted_block", "skill_vs_lead", "toy_nfe", "toy_samples", "toy_trajectory"]
+
+
+def teacher_controls(ctl: dict, persistence: float | None = None):
+    """The teacher controls of NB2: test CSI-M (left) and MSE to X_SL (right) against the teacher weight
+    lambda (estimated-motion teacher; lambda 0 is RF-x), one small marker per seed and the mean over
+    seeds, with the oracle teacher (true motion) and, where trained, RF-v and RF-v + teacher as
+    separate markers at their lambda."""
+    fig, axes = plt.subplots(1, 2, figsize=(6.9, 2.9))
+    sweep = [(lam, name) for name, _, teach, lam in ctl["runs"] if name.startswith("lambda=")]
+    lams = np.array([lam for lam, _ in sweep])
+    pos = np.arange(len(lams))                      # lambda on an evenly spaced categorical axis (0 included)
+    extra = [("oracle", "oracle teacher", "s"), ("rf_v", "RF-v", "v"), ("rf_v_phy", "RF-v + teacher", "^")]
+    lam_of = {name: lam for name, _, _, lam in ctl["runs"]}
+    col = method_colors(["PDRF"] + [lab for name, lab, _ in extra if name in lam_of])
+    for ax, key, label in zip(axes, ("test_csi_m", "test_adv"), ("CSI-M (test)", "MSE to $X_{SL}$ (test)"),
+                              strict=True):
+        vals = np.stack([ctl[key][name] for _, name in sweep])           # (n_lambda, n_seeds)
+        ax.plot(np.repeat(pos, vals.shape[1]), vals.reshape(-1), "o", ms=3, alpha=0.5, color=col["PDRF"])
+        ax.plot(pos, vals.mean(1), "-o", color=col["PDRF"], label="estimated-motion teacher")
+        for name, lab, marker in extra:
+            if name in ctl[key]:
+                x = np.interp(lam_of[name], lams, pos) + 0.08
+                ax.plot(np.full(len(ctl["seeds"]), x), ctl[key][name], marker, ms=3, alpha=0.5,
+                        color=col[lab])
+                ax.plot([x], [ctl[key][name].mean()], marker, ms=7, color=col[lab], label=lab)
+        if persistence is not None and key == "test_csi_m":
+            ax.axhline(persistence, ls=":", color="#000000", lw=1, label="persistence")
+        ax.set_xticks(pos, [f"{v:g}" for v in lams])
+        ax.set_xlabel(r"teacher weight $\lambda$ (0: RF-x)")
+        ax.set_ylabel(label)
+    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -59,6 +59,14 @@ class PDRFPreset:
     seeds: tuple = (0, 1, 2, 3, 4)    # paired training seeds of RF-x and PDRF (same data, init, batches per seed)
     n_boot: int = 1000                # bootstrap over test sequences for the claim-16 gap
     gallery_leads: tuple = (1, 4, 8)
+    # -- NB2: what the teacher contributes (spec Sec. 3.6 ablations, P4), NB3's training recipe ---------
+    ctrl_seeds: tuple = (0, 1)        # paired training seeds of the teacher controls (the first of NB3's)
+    ctrl_lambdas: tuple = (0.0, 0.1, 1.0, 3.0)  # teacher weights swept (0 is RF-x, 0.1 the paper's PDRF)
+    ctrl_oracle: bool = True          # PDRF whose teacher uses the generator's true motion, at lambda_phy
+    # RF-v and RF-v + teacher (lambda_phy): gpu only. At book neither learns with this recipe (RF-v: CSI-M
+    # 0.069-0.071 at lr 1e-3 to 5e-3; RF-v + teacher, lambda 0.1, seed 0: 0.072; persistence 0.314)
+    ctrl_rf_v: bool = False
+    ctrl_n_val: int = 128             # validation sequences (own seed) on which the sweep is read
 
     def __post_init__(self):
         check_preset(self)
@@ -69,20 +77,23 @@ class PDRFPreset:
         return replace(self, toy_steps=min(self.toy_steps, 3), toy_samples=min(self.toy_samples, 256),
                        steps=min(self.steps, 1), seeds=self.seeds[:1], n_boot=min(self.n_boot, 20),
                        n_train=min(self.n_train, 2 * self.batch_size), n_test=min(self.n_test, 8),
-                       epe_cases=min(self.epe_cases, 8), hs_iters=min(self.hs_iters, 10))
+                       epe_cases=min(self.epe_cases, 8), hs_iters=min(self.hs_iters, 10),
+                       ctrl_seeds=self.ctrl_seeds[:1], ctrl_n_val=min(self.ctrl_n_val, 8),
+                       ctrl_lambdas=tuple(v for v in self.ctrl_lambdas if v in (0, self.lambda_phy)))
 
 
 PRESETS = {
     "smoke": PDRFPreset(toy_hidden=64, toy_steps=40, toy_batch=256, toy_samples=256, n_train=16, n_test=16,
                         eval_batch=16, hs_iters=20, epe_cases=16, base=8, steps=4, batch_size=8, n_boot=50,
-                        seeds=(0, 1), single_runs=("det",)),
+                        seeds=(0, 1), single_runs=("det",), ctrl_seeds=(0,), ctrl_n_val=16),
     # book: RF-v is not trained (below persistence at every lr tried, 1e-3 to 5e-3: CSI-M 0.069-0.071)
     "book": PDRFPreset(patch=2, single_runs=("det",)),
     "gpu": PDRFPreset(toy_steps=20000, toy_samples=8192,
                       radar=RadarConfig(H=64, W=64, t_in=5, t_out=20, margin=12, n_cells=(10, 18), k_max=20),
                       n_train=8192, n_test=1024, eval_batch=256,
                       base=32, mults=(1, 2, 2, 2), emb_dim=128, steps=3000, batch_size=16, lr=1e-3, ema_every=20,
-                      t_eps=0.2, control_t_eps=1e-3, seeds=tuple(range(5)), gallery_leads=(1, 10, 20)),
+                      t_eps=0.2, control_t_eps=1e-3, seeds=tuple(range(5)), gallery_leads=(1, 10, 20),
+                      ctrl_lambdas=(0.0, 0.03, 0.1, 0.3, 1.0), ctrl_rf_v=True, ctrl_n_val=512),
 }
 
 
