@@ -564,3 +564,54 @@ def test_exact_p_study_grid_layout(bench):
     pst = ex.exact_p_study(cfg, b)
     assert len(pst) == 2 * 2 + 1 * 2
     assert set(pst[pst.mu_u > 0].decay) == {0.5} and set(pst[pst.mu_u == 0].decay) == {0.5, 1.5}
+
+
+# ---------------------------------------------------------------------------------------------
+# notebook 3: the tuned, seeded comparison with the transformer
+# ---------------------------------------------------------------------------------------------
+def _cmp_cfg(**kw):
+    base = dict(cmp_nodes=8, cmp_days=3, cmp_epochs=1, cmp_seeds=2, cmp_lrs=(2e-3, 5e-3), max_batches=1, max_eval=16)
+    base.update(kw)
+    return dataclasses.replace(m.preset("smoke"), **base)
+
+
+def test_comparison_preset_changes_only_instance_and_epochs():
+    cfg = m.preset("book")
+    c = ex.comparison_preset(cfg)
+    assert (c.n_nodes, c.days, c.epochs) == (cfg.cmp_nodes, cfg.cmp_days, cfg.cmp_epochs)
+    same = [f.name for f in dataclasses.fields(cfg) if f.name not in ("n_nodes", "days", "epochs")]
+    assert all(getattr(c, f) == getattr(cfg, f) for f in same)
+    assert cfg.lr in cfg.cmp_lrs and cfg.lr_transformer in cfg.cmp_lrs   # notebook 2's hand-set rates
+    assert cfg.cmp_seeds >= 5 and len(cfg.cmp_lrs) == len(cfg.cmp_alphas) >= 3
+
+
+def test_transformer_study_layout_and_pairing():
+    cfg = _cmp_cfg()
+    st = ex.transformer_study(cfg)
+    assert st["seeds"] == [0, 1]
+    for name in ("unrolled (ridge start)", "transformer"):
+        assert list(st[name]) == list(cfg.cmp_lrs)
+        assert all(len(v["val"]) == len(v["test"]) == 2 for v in st[name].values())
+        assert st["cpu_s"][name] > 0 and st["params"][name] > 0
+    assert list(st["ridge"]) == list(cfg.cmp_alphas)
+    c = ex.comparison_preset(cfg)
+    assert st["steps"] == ex.optimiser_steps(c, ex.make_benchmark(c, seed=1)) == 1
+    # seed s fixes data and initial weights: a second study repeats every number
+    st2 = ex.transformer_study(cfg)
+    assert st2["transformer"][5e-3]["test"] == st["transformer"][5e-3]["test"]
+    assert st2["unrolled (ridge start)"][2e-3]["val"] == st["unrolled (ridge start)"][2e-3]["val"]
+    # the data differ between seeds (each seed is a SynthRoad instance)
+    assert st["persistence"][None]["test"][0] != st["persistence"][None]["test"][1]
+    cmp, tuned = ex.study_comparison(st, {
+        "unrolled (ridge start)": {"axis": "lr", "cost": st["steps"]}, "transformer": {"axis": "lr", "cost": st["steps"]},
+        "ridge": {"axis": "alpha", "cost": 0}, "persistence": {"axis": None, "cost": 0, "untuned": "-", "control": True}})
+    assert tuned["transformer"].n_configs == tuned["unrolled (ridge start)"].n_configs == 2
+    assert cmp.diff("unrolled (ridge start)", "transformer", "ratio").n == 2
+
+
+@pytest.mark.parametrize("kw, arg", [(dict(cmp_lrs=()), "cmp_lrs"), (dict(cmp_seeds=0), "cmp_seeds")])
+def test_transformer_study_bad_preset(kw, arg):
+    with pytest.raises(ValueError, match=arg):
+        ex.transformer_study(_cmp_cfg(**kw))
+    with pytest.raises(ValueError, match="device"):
+        ex.transformer_study(_cmp_cfg(), device="tpu")

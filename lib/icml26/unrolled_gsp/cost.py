@@ -6,7 +6,9 @@ launches and syncs do not depend on the batch): this model projects the gpu scal
 it for the warm start (``epochs``) and the cold start (``scratch_epochs``) on the main benchmark, and for
 ``len(ablations) x ablation_seeds x ablation_epochs`` on the ablation benchmark (each at its own windows
 per epoch over ``batch_size``). Also declared: the transformer baseline (``epochs``) and the
-extrapolator-alone control (``control_seeds x len(control_lrs)`` runs of ``epochs``). The closed-form
+extrapolator-alone control (``control_seeds x len(control_lrs)`` runs of ``epochs``). Notebook 3 trains
+the unrolled model and the transformer ``cmp_seeds x len(cmp_lrs)`` times each for ``cmp_epochs`` on its
+own instance (``cmp_nodes`` sensors, ``cmp_days`` days). The closed-form
 baselines and the exact-(P) and denoising studies (CG solves without training) are not declared."""
 
 from __future__ import annotations
@@ -71,7 +73,17 @@ def notebooks(scale: str) -> dict:
     ctrl = pick(cfg, "control_seeds", 0) * n_of(pick(cfg, "control_lrs", ()), 0) * pick(cfg, "epochs", 0)
     scale_b = batch / _SMALL
     step = _step(cfg, bench, "unrolled")
-    return {"02-unrolled-forecaster": [
+    from .experiments import comparison_preset
+
+    c = comparison_preset(cfg)
+    cbench = make_benchmark(c)
+    cruns = pick(cfg, "cmp_seeds", 0) * n_of(pick(cfg, "cmp_lrs", ()), 0) * pick(cfg, "cmp_epochs", 0)
+    per_epoch_cmp = _per_epoch(cbench, batch)
+    nb3 = [Item(f"unrolled train step, tuned comparison ({cruns} seed-lr-epochs x {per_epoch_cmp})",
+                cruns * per_epoch_cmp, _step(c, cbench, "unrolled"), flop_scale=scale_b, key="unrolled-cmp"),
+           Item(f"transformer train step, tuned comparison ({cruns} seed-lr-epochs x {per_epoch_cmp})",
+                cruns * per_epoch_cmp, _step(c, cbench, "transformer"), flop_scale=scale_b)]
+    return {"03-tuned-comparison": nb3, "02-unrolled-forecaster": [
         Item(f"unrolled train step, main benchmark ({epochs} epochs x {per_epoch})", epochs * per_epoch, step,
              flop_scale=scale_b, key="unrolled"),
         Item(f"unrolled train step, ablations ({abl} variant-seed-epochs x {per_epoch_abl})", abl * per_epoch_abl,

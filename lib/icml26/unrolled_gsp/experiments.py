@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pandas as pd
@@ -672,3 +673,73 @@ def untrained_vs_ridge(cfg, scaler: str) -> dict:
     model = build_model(cfg, bench, seed=cfg.seed)
     return {"ridge": evaluate(bl.ridge_forecaster(w, bench["knn"], cfg.ridge_alpha), w)["mae"],
             "untrained": evaluate(model, w, max_windows=cfg.max_eval)["mae"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# notebook 3: the unrolled model against the transformer, tuned the same way, over training seeds
+# ---------------------------------------------------------------------------------------------
+def comparison_preset(cfg):
+    """The preset of notebook 3's comparison: ``cfg`` on the smaller SynthRoad instance
+    (``cfg.cmp_nodes`` sensors, ``cfg.cmp_days`` days) trained for ``cfg.cmp_epochs`` epochs; every
+    other field (network, batch, gradient clip, evaluation limits) is the chapter's."""
+    from dataclasses import replace
+    return replace(cfg, n_nodes=cfg.cmp_nodes, days=cfg.cmp_days, epochs=cfg.cmp_epochs)
+
+
+def _trained_scores(model: nn.Module, c, w: dict, lr: float, seed: int, device) -> dict:
+    """Train ``model`` with the chapter's loop (Huber, Adam, batch, clip of ``c``) and score it."""
+    t0 = time.process_time()
+    train_forecaster(model, w, c.epochs, lr=lr, batch_size=c.batch_size, grad_clip=c.grad_clip, seed=seed,
+                     device=device, max_batches=c.max_batches, val_windows=c.max_eval, progress=False)
+    return {"val": evaluate(model, w, "val", device, c.max_eval)["mae"],
+            "test": evaluate(model, w, device=device, max_windows=c.max_eval)["mae"],
+            "cpu_s": time.process_time() - t0, "params": count_parameters(model)}
+
+
+def transformer_study(cfg, device="cpu") -> dict:
+    """The unrolled model (ridge start) against the transformer baseline, both trained by
+    :func:`train_forecaster` for the same epochs and batches, each for every learning rate of
+    ``cfg.cmp_lrs``, on ``cfg.cmp_seeds`` training seeds of :func:`comparison_preset`'s instance.
+    Seed ``s`` fixes the SynthRoad instance (road network and traffic), the initial weights
+    (:func:`~icml26.core.compare.paired_init`) and the batch order of every method alike. Also per
+    seed: persistence (the no-treatment row) and ridge for each ``cfg.cmp_alphas``.
+
+    Returns the layout of :func:`huber_control_study` (``{method: {config: {"val": [...], "test":
+    [...]}}}`` over ``"seeds"``) plus ``"steps"`` (optimiser steps of one run), ``"params"`` and
+    ``"cpu_s"`` (CPU seconds per method, summed over its runs and seeds)."""
+    from icml26.core import paired_init
+
+    c = comparison_preset(cfg)
+    if not c.cmp_lrs:
+        raise ValueError("cfg.cmp_lrs must hold at least one learning rate")
+    seeds = list(range(c.seed, c.seed + check_int("cfg.cmp_seeds", c.cmp_seeds, 1)))
+    device = check_device(device, "device")
+    trained = ("unrolled (ridge start)", "transformer")
+    out = {"seeds": seeds, "persistence": {None: {"val": [], "test": []}},
+           "ridge": {a: {"val": [], "test": []} for a in c.cmp_alphas}}
+    out.update({name: {lr: {"val": [], "test": []} for lr in c.cmp_lrs} for name in trained})
+    out["cpu_s"] = {name: 0.0 for name in ("persistence", "ridge", *trained)}
+    out["params"] = {}
+    for s in tqdm(seeds, desc="seeds", leave=False):
+        bench = make_benchmark(c, seed=s)
+        w = bench["windows"]
+        out["steps"] = optimiser_steps(c, bench)
+        fits = [("persistence", None, lambda w=w: bl.persistence(w))]
+        fits += [("ridge", a, lambda a=a, w=w, k=bench["knn"]: bl.ridge_forecaster(w, k, a)) for a in c.cmp_alphas]
+        for name, key, fit in fits:
+            t0 = time.process_time()
+            fn = fit()
+            out[name][key]["val"].append(evaluate(fn, w, "val")["mae"])
+            out[name][key]["test"].append(evaluate(fn, w)["mae"])
+            out["params"][name] = getattr(fn, "n_params", 0)
+            out["cpu_s"][name] += time.process_time() - t0
+        builders = {"unrolled (ridge start)": lambda b=bench, s=s: build_model(c, b, seed=s),
+                    "transformer": lambda: bl.STTransformer(c.n_nodes, c.t_in, c.t_out)}
+        for lr in tqdm(c.cmp_lrs, desc="learning rates", leave=False):
+            for name, build in builders.items():
+                r = _trained_scores(paired_init(s, build), c, w, lr, s, device)
+                out[name][lr]["val"].append(r["val"])
+                out[name][lr]["test"].append(r["test"])
+                out["cpu_s"][name] += r["cpu_s"]
+                out["params"][name] = r["params"]
+    return out

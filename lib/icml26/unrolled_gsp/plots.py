@@ -156,3 +156,31 @@ def ablation_bars(df):
     ax.set_xlabel("test MAE minus the full model's (mph)")
     fig.tight_layout()
     return fig
+
+
+def tuned_comparison(study: dict, chosen: dict, trained=("unrolled (ridge start)", "transformer"),
+                     fixed=("ridge", "persistence")):
+    """Notebook 3. Left: mean validation MAE over the training seeds against the learning rate for the
+    trained models (the tuning curves; ``fixed`` at their chosen configuration as horizontal lines).
+    Right: test MAE per training seed at each method's chosen configuration (``chosen``: method ->
+    config key of ``study``), one line per method across the seeds."""
+    names = list(trained) + list(fixed)
+    col = method_colors(names)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(6.9, 3.0))
+    for name in trained:
+        lrs = sorted(study[name])
+        a.plot(lrs, [np.mean(study[name][lr]["val"]) for lr in lrs], "o-", color=col[name], label=name)
+    for name in fixed:
+        a.axhline(np.mean(study[name][chosen[name]]["val"]), ls="--", lw=1, color=col[name], label=name)
+    a.set_xscale("log")
+    a.set_xlabel("learning rate (log scale)")
+    a.set_ylabel("validation MAE (mph), seed mean")
+    seeds = study["seeds"]
+    for name in names:
+        b.plot(seeds, study[name][chosen[name]]["test"], "o-", ms=4, color=col[name])
+    b.set_xticks(seeds)
+    b.set_xlabel("training seed (SynthRoad instance)")
+    b.set_ylabel("test MAE (mph)")
+    fig.legend(*a.get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=7, bbox_to_anchor=(0.5, -0.08))
+    fig.tight_layout()
+    return fig

@@ -58,6 +58,13 @@ class UnrolledGSPPreset:
     noisy_missing: float = 0.1
     noisy_seeds: int = 5
     denoise_mu_u: tuple = (0.0, 0.3, 1.0)
+    # -- notebook 3: unrolled model vs transformer, both tuned on validation over training seeds -------
+    cmp_nodes: int = 10               # a smaller SynthRoad instance than notebook 2's (book CPU budget)
+    cmp_days: int = 7
+    cmp_epochs: int = 2
+    cmp_seeds: int = 5                # training seeds; each fixes data, initial weights and batch order
+    cmp_lrs: tuple = (2e-3, 5e-3, 1.25e-2)   # the same grid for both trained models (holds NB2's two lrs)
+    cmp_alphas: tuple = (10.0, 100.0, 1000.0)  # ridge's penalty grid, as many configurations
     seed: int = 0
 
     def __post_init__(self):
@@ -69,13 +76,17 @@ class UnrolledGSPPreset:
         return replace(self, admm_iters=min(self.admm_iters, 20), n_iter=1, epochs=1, scratch_epochs=1,
                        ablation_epochs=1, ablation_seeds=1, max_batches=1, max_eval=32, ablations=self.ablations[:2],
                        control_seeds=min(self.control_seeds, 2), noisy_seeds=min(self.noisy_seeds, 2),
-                       p_mu_u=self.p_mu_u[:2], p_mu_d2=self.p_mu_d2[:1], p_decay=self.p_decay[:1])
+                       p_mu_u=self.p_mu_u[:2], p_mu_d2=self.p_mu_d2[:1], p_decay=self.p_decay[:1],
+                       cmp_epochs=1, cmp_seeds=min(self.cmp_seeds, 2), cmp_lrs=self.cmp_lrs[:2],
+                       cmp_alphas=self.cmp_alphas[:2])
 
 
 PRESETS = {
     "smoke": UnrolledGSPPreset(n_nodes=12, days=3, ablation_days=3, n_iter=3, epochs=1, scratch_epochs=1,
                                ablation_epochs=1, max_batches=2, max_eval=32, admm_iters=300, ablations=("full", "w/o DGTV"),
-                               control_seeds=2, noisy_seeds=2, p_mu_u=(0.0, 0.1), p_mu_d2=(1e-2, 0.1, 1.0)),
+                               control_seeds=2, noisy_seeds=2, p_mu_u=(0.0, 0.1), p_mu_d2=(1e-2, 0.1, 1.0),
+                               cmp_nodes=8, cmp_days=3, cmp_epochs=1, cmp_seeds=2, cmp_lrs=(2e-3, 5e-3),
+                               cmp_alphas=(10.0, 100.0)),
     "book": UnrolledGSPPreset(),
     # gpu (issue 43): the unrolled step is launch-bound. The paper's 5 blocks x 25 ADMM iterations x 4 heads
     # issue ~95k kernel launches per training step (projected ~0.48 s on one H100 whatever the batch), so
@@ -86,7 +97,10 @@ PRESETS = {
     # ~166 s (`python -m icml26.book.gpu budget --scale gpu --chapter unrolled-gsp`).
     "gpu": UnrolledGSPPreset(n_nodes=50, days=30, n_heads=4, epochs=10, scratch_epochs=3,
                              ablation_nodes=50, ablation_days=20, ablation_epochs=4, ablation_seeds=3,
-                             ablations=("full", "w/o DGTV", "w/o DGLR", "UT", "fixed graphs", "persistence start")),
+                             ablations=("full", "w/o DGTV", "w/o DGLR", "UT", "fixed graphs", "persistence start"),
+                             # notebook 3: 5 seeds x 3 lrs x 6 epochs x ~42 steps of the 2 x 5 network, ~39 ms
+                             # each, plus as many (cheaper) transformer steps: projected well under 300 s
+                             cmp_nodes=50, cmp_days=20, cmp_epochs=6),
 }
 
 
