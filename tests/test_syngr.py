@@ -518,3 +518,68 @@ def test_sasrec_bad_inputs():
         SASRec(n_items=0, max_hist=4)
     with pytest.raises(ValueError, match="divisible"):
         SASRec(n_items=5, max_hist=4, d_model=10, heads=4)
+
+
+# -- notebook 3: the generator recipe, the epoch edge and the verdict in words ---------------------
+def test_generator_config_sets_notebook_3_recipe():
+    for scale in ("smoke", "book", "gpu"):
+        cfg = m.preset(scale)
+        g = ex.generator_config(cfg)
+        assert (g.epochs, g.eval_every, g.dropout) == (cfg.gen_epochs, cfg.gen_eval_every, cfg.gen_dropout)
+        assert g.batch_size == cfg.gen_batch_size and cfg.dry_run().gen_batch_size == cfg.gen_batch_size
+        assert g.seeds == cfg.seeds and g.lr_grid == cfg.lr_grid and g.d_model == cfg.d_model
+        assert cfg.dry_run().gen_epochs <= cfg.gen_epochs and cfg.dry_run().gen_epochs >= 2
+    assert m.preset("book").gen_epochs >= 8 and m.preset("book").gen_eval_every == 1
+
+
+def test_edge_verdict_reads_the_slope_and_refuses_bad_input():
+    assert "lower bounds" in ex.edge_verdict(5, 5, 0.01) and "every run" in ex.edge_verdict(5, 5, 0.01)
+    assert "not every one" in ex.edge_verdict(4, 5, 0.01)
+    assert "need not change" in ex.edge_verdict(5, 5, 0.0) and "need not change" in ex.edge_verdict(2, 5, -0.1)
+    for args, name in (((6, 5, 0.1), "n_runs"), ((1, 0, 0.1), "n_runs"), ((True, 5, 0.1), "n_rising"),
+                       ((-1, 5, 0.1), "n_rising"), ((1, 5, float("nan")), "slope_lo"), ((1, 5, "x"), "slope_lo")):
+        with pytest.raises(ValueError, match=name):
+            ex.edge_verdict(*args)
+
+
+def _curves():
+    import pandas as pd
+
+    rows = []
+    for seed, vals in ((0, [0.1, 0.2, 0.3, 0.4]), (1, [0.1, 0.3, 0.2, 0.2])):
+        rows += [{"method": "GR-fused", "seed": seed, "epoch": e + 1, "val_recall@10": v} for e, v in enumerate(vals)]
+    return pd.DataFrame(rows)
+
+
+def test_epoch_budget_reads_the_edge_and_the_slope():
+    eb = ex.epoch_budget(_curves(), 4)
+    e0, e1 = eb.set_index("seed").loc[0], eb.set_index("seed").loc[1]
+    assert e0.best_epoch == 4 and bool(e0.best_is_last) and math.isclose(e0.end_slope, 0.2)
+    assert e1.best_epoch == 2 and not bool(e1.best_is_last) and math.isclose(e1.end_slope, -0.1)
+    assert math.isclose(ex.epoch_budget(_curves(), 4, back=1).set_index("seed").loc[0].end_slope, 0.1)
+    assert math.isclose(ex.epoch_budget(_curves().query("epoch <= 2"), 2, back=5).set_index("seed").loc[0].end_slope,
+                        0.1)  # back is cut to epochs - 1
+    with pytest.raises(ValueError, match="back"):
+        ex.epoch_budget(_curves(), 4, back=0)
+    with pytest.raises(ValueError, match="epochs"):
+        ex.epoch_budget(_curves(), 1)
+
+
+def test_validation_curves_from_logs():
+    from icml26.syngr.train import TrainLog
+
+    logs = {("GR-text", 0): TrainLog(epochs=[1, 2], val_recall=[0.1, 0.2]),
+            ("GR-fused", 0): TrainLog(epochs=[1, 2], val_recall=[0.1, 0.3])}
+    df = ex.validation_curves(logs)
+    assert len(df) == 4 and list(df.columns) == ["method", "seed", "epoch", "val_recall@10"]
+    assert df.loc[(df.method == "GR-fused") & (df.epoch == 2), "val_recall@10"].item() == 0.3
+
+
+def test_bar_verdict_judges_at_the_lower_end():
+    assert ex.bar_verdict(0.10, 0.06, 0.05).startswith("clears the bar even at the lower end")
+    assert "not shown" in ex.bar_verdict(0.06, 0.01, 0.05)
+    assert "fails" in ex.bar_verdict(0.02, -0.03, 0.05)
+    for bad in (dict(mean=float("nan"), lo=0.0, bar=0.05), dict(mean=0.1, lo=0.2, bar=0.05),
+                dict(mean="0.1", lo=0.0, bar=0.05)):
+        with pytest.raises(ValueError):
+            ex.bar_verdict(**bad)

@@ -326,6 +326,84 @@ def generator_protocol(world: World, cfg: SynGRPreset, methods=("GR-text", "GR-i
             "steps": steps, "grid": grid}
 
 
+def generator_config(cfg: SynGRPreset) -> SynGRPreset:
+    """The preset with the GR-text vs GR-fused training recipe of notebook 3 (``gen_epochs``, validation
+    every ``gen_eval_every`` epochs, residual dropout ``gen_dropout``, mini-batch ``gen_batch_size``): the
+    runners read ``epochs``, ``eval_every``, ``dropout`` and ``batch_size``."""
+    from dataclasses import replace
+
+    return replace(cfg, epochs=cfg.gen_epochs, eval_every=cfg.gen_eval_every, dropout=cfg.gen_dropout,
+                   batch_size=cfg.gen_batch_size)
+
+
+def validation_curves(logs: dict) -> pd.DataFrame:
+    """One row per (method, seed, evaluated epoch): validation Recall@10, from ``logs`` keyed by
+    ``(method, seed)`` (as :func:`generator_protocol` returns them)."""
+    rows = [{"method": name, "seed": seed, "epoch": ep, "val_recall@10": r}
+            for (name, seed), log in logs.items() for ep, r in zip(log.epochs, log.val_recall)]
+    return pd.DataFrame(rows, columns=["method", "seed", "epoch", "val_recall@10"])
+
+
+def epoch_budget(curves: pd.DataFrame, epochs: int, back: int = 2) -> pd.DataFrame:
+    """Per (method, seed): the best validation epoch, whether it is the last of the ``epochs`` trained,
+    and the slope at the end of the budget, validation Recall@10 at the last epoch minus ``back`` epochs
+    earlier (at most ``epochs - 1``; the edge of the epoch axis, read as the protocol reads a grid edge).
+    Needs validation after every one of the last ``back + 1`` epochs."""
+    epochs = int(epochs)
+    back = int(back)
+    if back < 1:
+        raise ValueError(f"back must be >= 1, got {back}")
+    if epochs < 2:
+        raise ValueError(f"epochs must be >= 2 for a slope at the end of the budget, got {epochs}")
+    back = min(back, epochs - 1)
+    out = []
+    for (name, seed), g in curves.groupby(["method", "seed"], sort=False):
+        v = g.set_index("epoch")["val_recall@10"]
+        best = int(v.idxmax())
+        end = v.get(epochs, np.nan) - v.get(epochs - back, np.nan)
+        out.append({"method": name, "seed": seed, "best_epoch": best, "best_is_last": best == epochs,
+                    "val_best": float(v.max()), "val_last": float(v.get(epochs, np.nan)), "end_slope": float(end)})
+    return pd.DataFrame(out)
+
+
+def bar_verdict(mean: float, lo: float, bar: float) -> str:
+    """The verdict, in words for the prose, of a claim "the difference is at least ``bar``" read from the
+    mean and the lower end ``lo`` of its interval (the end at which such a claim is judged)."""
+    for name, v in (("mean", mean), ("lo", lo), ("bar", bar)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not np.isfinite(v):
+            raise ValueError(f"{name} must be a finite number, got {v!r}")
+    if lo > mean:
+        raise ValueError(f"lo must not exceed mean, got lo={lo} > mean={mean}")
+    if lo >= bar:
+        return "clears the bar even at the lower end of its interval"
+    if mean >= bar:
+        return "clears the bar on the mean but not at the lower end of its interval, so it is not shown at book scale"
+    return "stays below the bar even on the mean: the claim fails at book scale"
+
+
+def edge_verdict(n_rising: int, n_runs: int, slope_lo: float) -> str:
+    """The reading, in words for the prose, of the end of the epoch axis: ``n_rising`` of ``n_runs`` runs
+    whose validation Recall@10 still rises over the last epochs, and the lower end ``slope_lo`` of the
+    interval of that slope over seeds. Still rising on every run (interval above zero) makes a claim about
+    this budget a lower bound of what a longer one gives."""
+    for name, v in (("n_rising", n_rising), ("n_runs", n_runs)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
+    if n_runs < 1 or n_rising > n_runs:
+        raise ValueError(f"n_runs must be >= 1 and >= n_rising, got n_runs={n_runs}, n_rising={n_rising}")
+    if isinstance(slope_lo, bool) or not isinstance(slope_lo, (int, float, np.floating, np.integer)) \
+            or not np.isfinite(slope_lo):
+        raise ValueError(f"slope_lo must be a finite number, got {slope_lo!r}")
+    if n_rising == n_runs and slope_lo > 0:
+        return ("every run is still improving at the last epoch, so the budget, not the method, stops them: "
+                "claims 12 and 14 are lower bounds of what a longer budget gives")
+    if slope_lo > 0:
+        return ("the runs are still improving at the last epoch on average, though not every one, so claims 12 "
+                "and 14 are more likely lower bounds of what a longer budget gives than its limit")
+    return ("the runs have not been shown to improve at the last epoch (the slope's interval reaches zero), so "
+            "claims 12 and 14 need not change with a longer budget")
+
+
 def untrained_control(world: World, cfg: SynGRPreset, seeds=None) -> pd.DataFrame:
     """The no-treatment row: the fused generator at its initial weights (zero optimiser steps), decoded
     with the same beam search, one row per seed."""

@@ -147,3 +147,21 @@ def saliency_strip(ex, n_prompt, levels):
     ax.set_ylabel("saliency s_i")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
+
+
+def validation_curves(df, methods=("GR-text", "GR-fused")):
+    """Validation Recall@10 against the epoch, one line per training seed, one panel per method
+    (``df`` from :func:`icml26.syngr.experiments.validation_curves`); a marker at each seed's best epoch."""
+    methods = [mth for mth in methods if (df["method"] == mth).any()]
+    fig, axes = plt.subplots(1, len(methods), figsize=(6.4, 3.0), sharey=True, squeeze=False)
+    for ax, mth in zip(axes[0], methods):
+        sub = df[df["method"] == mth]
+        for _seed, g in sub.groupby("seed"):
+            g = g.sort_values("epoch")
+            ax.plot(g["epoch"], g["val_recall@10"], marker=".", lw=1.0, color=method_color(mth), alpha=0.75)
+            b = g.loc[g["val_recall@10"].idxmax()]
+            ax.plot([b["epoch"]], [b["val_recall@10"]], marker="o", ms=6, mfc="none", color="k")
+        ax.set_title(mth)
+        ax.set_xlabel("epoch")
+    axes[0, 0].set_ylabel("validation recall@10")
+    return fig

@@ -44,6 +44,10 @@ class SynGRPreset:
     lr: float = 6e-3
     lr_grid: tuple = (6e-3,)        # learning rates every generator is tuned over (validation); book: one
     eval_every: int = 2
+    gen_epochs: int = 8             # GR-text vs GR-fused (notebook 3): epochs, validation after every one
+    gen_eval_every: int = 1
+    gen_dropout: float = 0.0        # notebook 3's generators: residual dropout (book: none, for the CPU budget)
+    gen_batch_size: int = 128       # notebook 3's generators: mini-batch (book: 128; 256 learned slower, issue 40)
     beam: int = 20
     max_steps: int = 1_000_000      # cap on steps per epoch (in effect none; the dry run cuts it)
     n_eval: int = 500               # users whose validation / test targets are evaluated
@@ -63,7 +67,7 @@ class SynGRPreset:
     def dry_run(self) -> SynGRPreset:
         """Loop counts cut (epochs, steps per epoch, sampled and evaluated users, seeds, grids, ablations);
         sizes kept (catalogue, vocabulary, layout, model, batch, beam)."""
-        return replace(self, epochs=1, eval_every=1, max_steps=1, n_users=min(self.n_users, 2000),
+        return replace(self, epochs=1, eval_every=1, gen_epochs=min(self.gen_epochs, 2), gen_eval_every=1, max_steps=1, n_users=min(self.n_users, 2000),
                        n_eval=min(self.n_eval, 16), seeds=self.seeds[:1],
                        syngr_seeds=self.syngr_seeds[:1], lr_grid=self.lr_grid[:1],
                        levels_grid=self.levels_grid[:2], K_grid=self.K_grid[:1], ablations=(),
@@ -71,12 +75,12 @@ class SynGRPreset:
 
 
 PRESETS = {
-    "smoke": SynGRPreset(n_users=300, epochs=1, eval_every=1, n_eval=64, beam=10, max_steps=4, batch_size=64,
-                         levels_grid=(1, 2), K_grid=(8,), n_init=2, kmeans_iters=10, seeds=(0, 1),
+    "smoke": SynGRPreset(n_users=300, epochs=1, eval_every=1, gen_epochs=2, n_eval=64, beam=10, max_steps=4, batch_size=64,
+                         gen_batch_size=64, levels_grid=(1, 2), K_grid=(8,), n_init=2, kmeans_iters=10, seeds=(0, 1),
                          syngr_seeds=(0,), lr_grid=(6e-3,)),
     "book": SynGRPreset(),
     "gpu": SynGRPreset(n_users=12000, max_hist=5, d_model=64, heads=4, enc_layers=2, dec_layers=2, d_ff=128,
-                       epochs=20, batch_size=256, lr=3e-3, lr_grid=(1.5e-3, 3e-3, 6e-3), eval_every=4,
+                       epochs=20, gen_epochs=20, gen_eval_every=1, batch_size=256, gen_batch_size=256, lr=3e-3, lr_grid=(1.5e-3, 3e-3, 6e-3), eval_every=4,
                        n_eval=2000, syngr_seeds=(0, 1, 2, 3, 4), matched_compute=True,
                        ablations=("alpha0", "random", "non_dominant", "no_uni_nll")),
 }

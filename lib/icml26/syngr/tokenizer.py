@@ -224,7 +224,11 @@ def attribute_recoverability_loo(codes, attr) -> float:
     items that share its longest code prefix (full tuple, else D-1 codes, ..., else the catalogue).
 
     Unlike :func:`attribute_recoverability`, a unique tuple cannot "recover" an attribute it does not
-    encode, so the score of an unrelated attribute stays near its base rate."""
+    encode. The score of such an attribute is not its base rate either: it falls *below* chance. Leaving
+    an item out takes one of its own value from the group's counts, so when a group holds every value
+    about equally often the vote of the others tends to name another value (never the item's own when
+    the counts are exactly equal: in the product catalogue the motif from the text codes scores 0).
+    Compare a score with a majority vote over the catalogue, not with an unrelated attribute's score."""
     codes = _check_codes(codes)
     attr = _check_attr(attr, len(codes))
     if len(attr) < 2:
