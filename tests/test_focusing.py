@@ -250,7 +250,7 @@ def test_validation_ranks_an_empty_field_last_and_reports_when_all_are_empty():
     s0 = runs.cfg.train_seeds_runs[0]
 
     def put(lr, cd, empty):
-        runs._scores[("full", s0, lr, "val")] = pd.DataFrame({"cd_l1": cd, "empty": empty})
+        runs._scores[("full", s0, lr, runs.cfg.tsdf_frac, "val")] = pd.DataFrame({"cd_l1": cd, "empty": empty})
 
     put(1e-3, [0.03, 0.03], [False, False])
     put(2e-3, [0.02, 0.02], [True, False])               # lowest CD-L1, but one field collapsed
@@ -260,8 +260,13 @@ def test_validation_ranks_an_empty_field_last_and_reports_when_all_are_empty():
     assert runs.validation_cd("full", 1e-3) == pytest.approx(0.03)
     tuned, note = ex.tune_lr(runs, "full", grid)
     assert tuned.best["lr"] == 1e-3 and note == "" and tuned.edges == {"lr": "lower"}
-    tuned.state_edge("lr", ex.LR_EDGE_REASONS["lower"])
+    put(5e-4, [0.035, 0.035], [False, False])            # half the lowest rate, measured on validation
+    lr, val, why = ex.probe_lower_lr(runs, "full", tuned)
+    assert lr == pytest.approx(5e-4) and val == pytest.approx(0.035) and "0.0350" in why and "worse" in why
+    tuned.state_edge("lr", why)
     assert not tuned.unstated_edges
+    with pytest.raises(ValueError, match="factor"):
+        ex.probe_lower_lr(runs, "full", tuned, factor=2.0)
     put(1e-3, [0.03, 0.03], [True, True])
     put(4e-3, [0.04, 0.04], [True, False])
     tuned, note = ex.tune_lr(runs, "full", grid)       # every rate empty somewhere: fallback, said so
@@ -271,6 +276,53 @@ def test_validation_ranks_an_empty_field_last_and_reports_when_all_are_empty():
         runs.validation_cd("full", 2e-3, empty="zero")
     with pytest.raises(ValueError, match="label"):
         ex.tune_lr(runs, "nope", grid)
+
+
+def test_tsdf_recipe_is_tuned_with_the_lr_and_the_upper_lr_edge_is_measured():
+    """The TSDF share is a grid axis scored per configuration; a best lr at the top of the grid is probed
+    at twice the rate on validation and the stated reason carries both numbers; the equal-voxel step."""
+    import pandas as pd
+    from icml26.core import Grid
+    runs = object.__new__(ex.Runs)
+    runs.cfg, runs._scores, runs._models = m.preset("smoke"), {}, {}
+    s0 = runs.cfg.train_seeds_runs[0]
+    table = {(1e-3, 0.1): 0.05, (1e-3, 1.0): 0.04, (2e-3, 0.1): 0.02, (2e-3, 1.0): 0.03, (4e-3, 0.1): 0.025}
+    for (lr, t), cd in table.items():
+        runs._scores[("focus_zoom", s0, lr, t, "val")] = pd.DataFrame({"cd_l1": [cd], "empty": [False]})
+    tuned, note = ex.tune_lr(runs, "focus_zoom", Grid(lr=[1e-3, 2e-3], tsdf_frac=[0.1, 1.0]))
+    assert tuned.best == {"lr": 2e-3, "tsdf_frac": 0.1} and tuned.n_configs == 4 and note == ""
+    assert tuned.edges == {"lr": "upper", "tsdf_frac": "lower"}
+    lr, val, why = ex.probe_upper_lr(runs, "focus_zoom", tuned)
+    assert lr == pytest.approx(4e-3) and val == pytest.approx(0.025) and "0.0250" in why and "worse" in why
+    runs._scores[("focus_zoom", s0, 2e-3, 0.0, "val")] = pd.DataFrame({"cd_l1": [0.021], "empty": [False]})
+    share, v0, why0 = ex.probe_tsdf_share(runs, "focus_zoom", tuned)
+    assert share == 0.0 and v0 == pytest.approx(0.021) and "no TSDF term" in why0 and "0.0210" in why0
+    tuned.state_edge("lr", why).state_edge("tsdf_frac", why0)
+    assert not tuned.unstated_edges
+    with pytest.raises(ValueError, match="share"):
+        ex.probe_tsdf_share(runs, "focus_zoom", tuned, share=0.5)
+    runs._scores[("focus_zoom", s0, 4e-3, 0.1, "val")] = pd.DataFrame({"cd_l1": [0.01], "empty": [False]})
+    assert "better" in ex.probe_upper_lr(runs, "focus_zoom", tuned)[2]
+    with pytest.raises(ValueError, match="tuned"):
+        ex.probe_upper_lr(runs, "focus_zoom", ex.tune_lr(runs, "focus_zoom", Grid(lr=[1e-3], tsdf_frac=[0.1, 1.0]))[0])
+    assert runs.tsdf_of("full, 10% warm-up", 1.0) == 0.1 and runs.tsdf_of("full", None) == runs.cfg.tsdf_frac
+    with pytest.raises(ValueError, match="tsdf"):
+        runs.tsdf_of("full", 2.0)
+    assert ex.run_lrs(["focus_zoom, whole-grid context"], {"full": {"lr": 1.0}, "focus_zoom": {"lr": 2.0}}) == {
+        "focus_zoom, whole-grid context": {"lr": 2.0}}
+    h = pd.DataFrame({"decoded": [10, 10, 10, 10]})
+    assert ex.equal_voxel_step(h, 25) == 2 and ex.equal_voxel_step(h, 5) == 0 and ex.equal_voxel_step(h, 99) == 4
+    with pytest.raises(ValueError, match="total"):
+        ex.equal_voxel_step(h, -1)
+    from icml26.focusing.voxels import unique_rows
+    x = torch.randint(0, 7, (500, 3), generator=torch.Generator().manual_seed(0))
+    u, inv = unique_rows(x, 7, return_inverse=True)
+    ref, ref_inv = torch.unique(x, dim=0, return_inverse=True)
+    assert torch.equal(u, ref) and torch.equal(inv, ref_inv)
+    with pytest.raises(ValueError, match="rows"):
+        unique_rows(x.float(), 7)
+    with pytest.raises(TypeError, match="configs"):
+        ex._config("fast")
 
 
 def test_shapes_open_and_closed():

@@ -289,30 +289,49 @@ class Runs:
     def _score(self, model, shapes) -> list[dict]:
         return evaluate(model, shapes, self.taus, n_views=self.cfg.eval_views, H=self.cfg.H)
 
-    def trained(self, label: str, seed: int, lr: float):
-        """``(model, history DataFrame, snapshots)`` of run ``label`` (trained on first use)."""
-        key = (label, int(seed), float(lr))
+    def tsdf_of(self, label: str, tsdf: float | None = None) -> float:
+        """The TSDF share of run ``label``: its own where :data:`RUNS` fixes it (a control of that knob),
+        else ``tsdf``, else the preset's ``tsdf_frac``."""
+        if label not in RUNS:
+            raise ValueError(f"label must be one of {sorted(RUNS)}, got {label!r}")
+        over = RUNS[label][1]
+        if "tsdf_warmup_frac" in over:
+            return float(over["tsdf_warmup_frac"])
+        t = self.cfg.tsdf_frac if tsdf is None else tsdf
+        if not 0.0 <= float(t) <= 1.0:
+            raise ValueError(f"tsdf must lie in [0, 1], got {t!r}")
+        return float(t)
+
+    def trained(self, label: str, seed: int, lr: float, tsdf: float | None = None):
+        """``(model, history DataFrame, snapshots)`` of run ``label`` with learning rate ``lr`` and TSDF
+        share ``tsdf`` (:meth:`tsdf_of`), trained on first use."""
+        t = self.tsdf_of(label, tsdf)
+        key = (label, int(seed), float(lr), t)
         if key not in self._models:
             scheme, over = RUNS[label]
-            tc = train_config(self.cfg, scheme, int(seed), self.device, **{**over, "lr": float(lr)})
+            tc = train_config(self.cfg, scheme, int(seed), self.device,
+                              **{**over, "lr": float(lr), "tsdf_warmup_frac": t})
             model, hh = train_vae(self.train, tc, progress=self.progress, snap_every=self.cfg.snap_every)
             snaps = hh.pop("snapshots")
             self._models[key] = (model, pd.DataFrame(hh), snaps)
         return self._models[key]
 
-    def scores(self, label: str, seed: int, lr: float, split: str = "test") -> pd.DataFrame:
+    def scores(self, label: str, seed: int, lr: float, split: str = "test", tsdf: float | None = None) -> pd.DataFrame:
         """Per-shape scores (:func:`~icml26.focusing.train.score_field`) of a trained run on ``split``."""
         if split not in ("val", "test"):
             raise ValueError(f"split must be 'val' or 'test', got {split!r}")
-        key = (label, int(seed), float(lr), split)
+        t = self.tsdf_of(label, tsdf)
+        key = (label, int(seed), float(lr), t, split)
         if key not in self._scores:
-            model = self.trained(label, seed, lr)[0]
+            model = self.trained(label, seed, lr, t)[0]
             rows = self._score(model, self.val if split == "val" else self.test)
-            self._scores[key] = pd.DataFrame([{"run": label, "seed": seed, "lr": lr, **r} for r in rows])
+            self._scores[key] = pd.DataFrame([{"run": label, "seed": seed, "lr": lr, "tsdf_frac": t, **r}
+                                              for r in rows])
         return self._scores[key]
 
-    def validation_cd(self, label: str, lr: float, empty: str = "inf") -> float:
-        """Tuning objective: mean CD-L1 on the validation shapes of the run with the first training seed.
+    def validation_cd(self, label: str, lr: float, empty: str = "inf", tsdf: float | None = None) -> float:
+        """Tuning objective: mean CD-L1 on the validation shapes of the run with the first training seed
+        (learning rate ``lr``, TSDF share ``tsdf``).
 
         A field with no zero crossing on a shape is scored by its fine voxel centres
         (:func:`~icml26.focusing.train.score_field`), which lands near the ground-truth band's CD-L1,
@@ -324,81 +343,146 @@ class Runs:
         CD-L1 (below 1 in the unit cube) breaking ties."""
         if empty not in ("inf", "share"):
             raise ValueError(f"empty must be 'inf' or 'share', got {empty!r}")
-        sc = self.scores(label, self.cfg.train_seeds_runs[0], lr, "val")
+        sc = self.scores(label, self.cfg.train_seeds_runs[0], lr, "val", tsdf)
         share = float(sc["empty"].astype(bool).mean())
         if empty == "share":
             return 10.0 * share + float(sc.cd_l1.mean())
         return math.inf if share > 0 else float(sc.cd_l1.mean())
 
-    def floor(self, seed: int) -> pd.DataFrame:
+    def floor(self, seed: int, split: str = "test") -> pd.DataFrame:
         """The no-learning floor: the untrained decoder of training seed ``seed`` (zero steps), scored on
-        the test shapes exactly as a trained run."""
-        key = ("no training", int(seed), 0.0, "test")
+        the ``split`` shapes (``"test"`` or ``"val"``) exactly as a trained run."""
+        if split not in ("val", "test"):
+            raise ValueError(f"split must be 'val' or 'test', got {split!r}")
+        key = ("no training", int(seed), 0.0, 0.0, split)
         if key not in self._scores:
             torch.manual_seed(int(seed))                       # the same initial weights as the runs
             model = SparseVAE(self.cfg.res_lat, self.cfg.width, self.cfg.blocks).to(self.device)
             self._scores[key] = pd.DataFrame([{"run": "no training", "seed": seed, "lr": 0.0, **r}
-                                              for r in self._score(model, self.test)])
+                                              for r in self._score(model, self.val if split == "val" else self.test)])
         return self._scores[key]
 
     def reference(self, which: str) -> pd.DataFrame:
         """The ground-truth band (``"band"``) or the oracle field (``"oracle"``) of every test shape
         (:func:`~icml26.focusing.train.reference_fields`), scored like a decode."""
-        key = (which, 0, 0.0, "test")
+        key = (which, 0, 0.0, 0.0, "test")
         if key not in self._scores:
             rows = [score_field(*reference_fields(sd, which), sd, i, self.taus, n_views=self.cfg.eval_views,
                                 H=self.cfg.H) for i, sd in enumerate(self.test)]
             self._scores[key] = pd.DataFrame([{"run": which, "seed": 0, "lr": 0.0, **r} for r in rows])
         return self._scores[key]
 
-    def result(self, lrs: dict) -> dict:
-        """The trained runs with learning rates ``lrs[label]`` in the layout the notebook's plots read:
-        ``hist`` and ``models`` keyed by ``(label, seed)``, ``eval`` (test scores), shapes and ``taus``."""
+    def result(self, configs: dict) -> dict:
+        """The trained runs with configurations ``configs[label]`` (``{"lr": ..., "tsdf_frac": ...}``, or
+        a learning rate alone) in the layout the notebook's plots read: ``hist`` and ``models`` keyed by
+        ``(label, seed)``, ``eval`` (test scores), shapes and ``taus``."""
         hist, models, evals = {}, {}, []
-        for (label, seed, lr), (model, hh, snaps) in self._models.items():
-            if lrs.get(label) == lr:
+        want = {lab: _config(c) for lab, c in configs.items()}
+        for (label, seed, lr, t), (model, hh, snaps) in self._models.items():
+            if label in want and want[label]["lr"] == lr and self.tsdf_of(label, want[label]["tsdf_frac"]) == t:
                 hist[(label, seed)] = hh
                 models[(label, seed)] = (model, snaps)
-                evals.append(self.scores(label, seed, lr))
+                evals.append(self.scores(label, seed, lr, tsdf=t))
         return {"hist": hist, "models": models, "eval": pd.concat(evals, ignore_index=True), "test": self.test,
-                "train": self.train, "taus": self.taus, "lrs": dict(lrs),
+                "train": self.train, "taus": self.taus, "configs": want,
                 "eval_views": self.cfg.eval_views, "H": self.cfg.H}
 
 
-#: why a best learning rate at an end of the grid is accepted (:meth:`~icml26.core.compare.Tuned.state_edge`);
-#: notebook 3's text states the same reasons
-LR_EDGE_REASONS = {
-    "lower": ("a smaller rate moves the untrained decoder less in the same steps; its limit, rate 0, is the "
-              "no-learning floor, a row of the table"),
-    "upper": ("a larger rate is unstable here: in calibration runs of full (160 steps) lr 1e-2 already swung "
-              "between an empty field and CD-L1 above 0.1 from one checkpoint to the next"),
+def _config(c) -> dict:
+    """``{"lr": float, "tsdf_frac": float | None}`` from a config dict or a bare learning rate."""
+    if isinstance(c, dict):
+        if "lr" not in c:
+            raise ValueError(f"configs: a configuration needs an 'lr', got {c!r}")
+        return {"lr": float(c["lr"]), "tsdf_frac": None if c.get("tsdf_frac") is None else float(c["tsdf_frac"])}
+    if isinstance(c, (int, float)):
+        return {"lr": float(c), "tsdf_frac": None}
+    raise TypeError(f"configs: a configuration must be a dict or a learning rate, got {type(c).__name__}")
+
+
+#: why a best value at an end of the grid is accepted (:meth:`~icml26.core.compare.Tuned.state_edge`)
+#: where no measurement is needed; notebook 3's text states the same reason. A learning rate at either
+#: end is stated with a measurement instead (:func:`probe_upper_lr`, :func:`probe_lower_lr`), and so is
+#: the TSDF warm-up at the lower end (:func:`probe_tsdf_share`).
+TSDF_EDGE_REASONS = {
+    "upper": "1.0 is the largest share there is: the TSDF term on every step",
 }
 
 
 def tune_lr(runs: Runs, label: str, grid) -> tuple:
-    """Tune the learning rate of run ``label`` on the validation shapes (:meth:`Runs.validation_cd`):
-    ``(Tuned, note)``. Where every configuration decodes an empty field on some validation shape (all
-    score ``+inf``, so :func:`~icml26.core.compare.tune` raises), the runs are ranked by the fallback
-    objective (``empty="share"``) and ``note`` says so (the notebook prints it); otherwise ``note`` is
-    empty."""
+    """Tune run ``label`` on the validation shapes (:meth:`Runs.validation_cd`) over ``grid``
+    (axes ``lr`` and optionally ``tsdf_frac``): ``(Tuned, note)``. Where every configuration decodes an
+    empty field on some validation shape (all score ``+inf``, so :func:`~icml26.core.compare.tune`
+    raises), the runs are ranked by the fallback objective (``empty="share"``) and ``note`` says so (the
+    notebook prints it); otherwise ``note`` is empty."""
     from icml26.core import tune
     if not isinstance(runs, Runs):
         raise TypeError(f"runs must be a Runs, got {type(runs).__name__}")
     if label not in RUNS:
         raise ValueError(f"label must be one of {sorted(RUNS)}, got {label!r}")
     try:
-        return tune(label, lambda c: runs.validation_cd(label, c["lr"]), grid), ""
+        return tune(label, lambda c: runs.validation_cd(label, c["lr"], tsdf=c.get("tsdf_frac")), grid), ""
     except ValueError as err:
         if "diverged" not in str(err):
             raise
-    t = tune(label, lambda c: runs.validation_cd(label, c["lr"], empty="share"), grid)
-    return t, (f"{label}: every learning rate decoded an empty field (no zero crossing) on at least one "
+    t = tune(label, lambda c: runs.validation_cd(label, c["lr"], empty="share", tsdf=c.get("tsdf_frac")), grid)
+    return t, (f"{label}: every configuration decoded an empty field (no zero crossing) on at least one "
                "validation shape; ranked by 10 x the share of empty validation shapes + CD-L1 instead")
 
 
+def _probe(runs: Runs, label: str, tuned, lr: float, tsdf, what: str) -> tuple:
+    """Score one configuration outside the grid on the validation shapes and say how it compares."""
+    best = tuned.best_score
+    val = runs.validation_cd(label, lr, tsdf=tsdf)
+    worse = not val < best
+    got = f"{val:.4f}" if math.isfinite(val) else "inf (an empty field on a validation shape, ranked last)"
+    return val, (f"{what} measured on the validation shapes scores {got} against {best:.4f} at the tuned "
+                 "configuration: " + ("worse" if worse else "better, but the grid stops here for CPU time"))
+
+
+def probe_upper_lr(runs: Runs, label: str, tuned, factor: float = 2.0) -> tuple:
+    """Where ``tuned``'s best learning rate is the upper end of its grid, measure ``factor`` times it
+    (the other knobs as tuned) on the validation shapes and return ``(probe lr, its validation score,
+    reason)``; the reason states both numbers and is what the notebook passes to
+    :meth:`~icml26.core.compare.Tuned.state_edge`. The probe is not a grid point (the budget of
+    configurations stays equal across methods); a probe that scores *better* says so in the reason."""
+    if tuned.edges.get("lr") != "upper":
+        raise ValueError(f"tuned: {tuned.method}'s best lr is not at the upper edge (edges {tuned.edges})")
+    if not factor > 1:
+        raise ValueError(f"factor must be > 1, got {factor!r}")
+    lr = tuned.best["lr"] * factor
+    val, why = _probe(runs, label, tuned, lr, tuned.best.get("tsdf_frac"), f"lr {lr:g} (the same other knobs)")
+    return lr, val, why
+
+
+def probe_lower_lr(runs: Runs, label: str, tuned, factor: float = 0.5) -> tuple:
+    """:func:`probe_upper_lr` at the lower end: where the best learning rate is the lowest of the grid,
+    measure ``factor`` (< 1) times it on the validation shapes; ``(probe lr, score, reason)``."""
+    if tuned.edges.get("lr") != "lower":
+        raise ValueError(f"tuned: {tuned.method}'s best lr is not at the lower edge (edges {tuned.edges})")
+    if not 0 < factor < 1:
+        raise ValueError(f"factor must lie in (0, 1), got {factor!r}")
+    lr = tuned.best["lr"] * factor
+    val, why = _probe(runs, label, tuned, lr, tuned.best.get("tsdf_frac"), f"lr {lr:g} (the same other knobs)")
+    return lr, val, why
+
+
+def probe_tsdf_share(runs: Runs, label: str, tuned, share: float = 0.0) -> tuple:
+    """Where ``tuned``'s best TSDF share is the lowest of its grid, measure the smaller ``share``
+    (default 0: no TSDF term at all) at the tuned learning rate on the validation shapes;
+    ``(share, score, reason)``."""
+    if tuned.edges.get("tsdf_frac") != "lower":
+        raise ValueError(f"tuned: {tuned.method}'s best tsdf_frac is not at the lower edge (edges {tuned.edges})")
+    if not 0 <= share < tuned.best["tsdf_frac"]:
+        raise ValueError(f"share must lie in [0, {tuned.best['tsdf_frac']}), got {share!r}")
+    what = ("no TSDF term" if share == 0 else f"TSDF share {share:g}") + f" (lr {tuned.best['lr']:g})"
+    val, why = _probe(runs, label, tuned, tuned.best["lr"], share, what)
+    return share, val, why
+
+
 def run_lrs(labels, lrs: dict) -> dict:
-    """The learning rate of every run label: its own tuned one where ``lrs`` has it, else the one tuned
-    for the run it changes (``full`` for the ``full`` scheme, ``focus_zoom`` for the others)."""
+    """The configuration of every run label (a learning rate, or a dict of tuned knobs): its own tuned
+    one where ``lrs`` has it, else the one tuned for the run it changes (``full`` for the ``full``
+    scheme, ``focus_zoom`` for the others)."""
     return {lab: lrs[lab] if lab in lrs else lrs["full" if RUNS[lab][0] == "full" else "focus_zoom"]
             for lab in labels}
 
@@ -417,10 +501,25 @@ def gated_compare(ledger, precondition: bool, name: str, comparison, a: str, b: 
     return ledger.compare(name, comparison, a, b, note="; ".join(x for x in (kw.pop("note", ""), note) if x), **kw)
 
 
-def evaluate_snapshot(result: dict, label: str, step: int, seed: int = 0) -> pd.DataFrame:
-    """Held-out CD / F1 of the weights of ``label`` after ``step`` completed steps (nearest snapshot)."""
+def equal_voxel_step(hist: pd.DataFrame, total: float) -> int:
+    """Completed steps after which a run with per-step decoded counts ``hist.decoded`` has decoded
+    ``total`` latent voxels (the last step whose running total is still <= ``total``)."""
+    if total < 0:
+        raise ValueError(f"total must be >= 0, got {total!r}")
+    return int((hist.decoded.cumsum() <= total).sum())
+
+
+def evaluate_snapshot(result: dict, label: str, step: int, seed: int = 0, rule: str = "nearest") -> pd.DataFrame:
+    """Held-out CD / F1 of the weights of ``label`` after ``step`` completed steps: the nearest snapshot
+    (ties go to the later one) or, with ``rule="at_or_below"``, the last snapshot at or before ``step``
+    (so the run has not decoded more than the budget that gave ``step``)."""
+    if rule not in ("nearest", "at_or_below"):
+        raise ValueError(f"rule must be 'nearest' or 'at_or_below', got {rule!r}")
     model, snaps = result["models"][(label, seed)]
-    near = min(snaps, key=lambda s: abs(s - step))
+    if rule == "nearest":
+        near = min(snaps, key=lambda s: (abs(s - step), -s))
+    else:
+        near = max([s for s in snaps if s <= step], default=min(snaps))
     cur = {a: b.clone() for a, b in model.state_dict().items()}
     model.load_state_dict(snaps[near])
     rows = evaluate(model, result["test"], result["taus"], n_views=result.get("eval_views", 2),

@@ -13,7 +13,7 @@ from torch import Tensor
 from .camera import Camera
 from .losses import render_losses
 from .render import render_sdf
-from .voxels import SparseGrid, shared_corner_average
+from .voxels import SparseGrid, shared_corner_average, unique_rows
 
 
 def chamfer_fscore(P: Tensor, Q: Tensor, taus: Sequence[float]) -> dict[str, float]:
@@ -48,7 +48,7 @@ def surface_points(grid: SparseGrid, vertex_sdf: Tensor) -> Tensor:
     pairs = []
     for a, b in ((0, 4), (1, 5), (2, 6), (3, 7), (0, 2), (1, 3), (4, 6), (5, 7), (0, 1), (2, 3), (4, 5), (6, 7)):
         pairs.append(torch.stack([cv[:, a], cv[:, b]], -1))
-    e = torch.unique(torch.cat(pairs), dim=0)
+    e = unique_rows(torch.cat(pairs), max(1, verts.shape[0]))
     sa, sb = vertex_sdf[e[:, 0]], vertex_sdf[e[:, 1]]
     cross = (sa * sb < 0)
     e, sa, sb = e[cross], sa[cross], sb[cross]

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .voxels import CORNERS, SparseGrid, check_res, cube_offsets, point_voxel_index
+from .voxels import CORNERS, SparseGrid, check_res, cube_offsets, point_voxel_index, unique_rows
 
 
 class SparseConv3d(nn.Module):
@@ -127,7 +127,7 @@ class SparseVAE(nn.Module):
     def encode(self, points: Tensor, normals: Tensor) -> tuple[SparseGrid, Tensor, Tensor]:
         """Latent grid (voxels containing points), ``mu`` and ``logvar`` ``(N, latent)``."""
         vi = point_voxel_index(points, self.res_lat)
-        coords, inv = torch.unique(vi, dim=0, return_inverse=True)
+        coords, inv = unique_rows(vi, self.res_lat, return_inverse=True)
         grid = SparseGrid(coords, self.res_lat, check=False)
         local = (points + 0.5) * self.res_lat - vi.float() - 0.5
         f = self.point_mlp(torch.cat([local, normals], -1))

@@ -75,7 +75,26 @@ def voxelize_points(points: Tensor, res: int) -> Tensor:
     if not torch.isfinite(points).all():
         raise ValueError("points must be finite")
     idx = ((points + 0.5) * res).floor().long().clamp(0, res - 1)
-    return torch.unique(idx, dim=0)
+    return unique_rows(idx, res)
+
+
+def unique_rows(rows: Tensor, base: int, return_inverse: bool = False):
+    """``torch.unique(rows, dim=0[, return_inverse=True])`` for integer rows with entries in ``[0, base)``:
+    the same sorted rows (lexicographic order is the order of the mixed-radix key) and inverse, through a
+    1-D unique on one int64 key per row, several times faster on CPU than ``unique(dim=0)``."""
+    if rows.ndim != 2 or rows.shape[1] == 0 or rows.dtype.is_floating_point:
+        raise ValueError(f"rows must be a 2-D integer tensor, got {rows.dtype} {tuple(rows.shape)}")
+    if not (isinstance(base, int) and base >= 1) or base ** rows.shape[1] >= 2 ** 62:
+        raise ValueError(f"base must be a positive int with base**columns < 2**62, got {base!r}")
+    key = torch.zeros(rows.shape[0], dtype=torch.long, device=rows.device)
+    for j in range(rows.shape[1]):                 # columns, not samples
+        key = key * base + rows[:, j].long()
+    uk, inv = torch.unique(key, sorted=True, return_inverse=True)
+    out = torch.empty(uk.shape[0], rows.shape[1], dtype=rows.dtype, device=rows.device)
+    for j in reversed(range(rows.shape[1])):
+        out[:, j] = (uk % base).to(rows.dtype)
+        uk = torch.div(uk, base, rounding_mode="floor")
+    return (out, inv) if return_inverse else out
 
 
 def point_voxel_index(points: Tensor, res: int) -> Tensor:
