@@ -296,10 +296,23 @@ def test_rft_constrained_recipe_samples_well_formed(data, tok):
 
 def test_preset_seeds_and_grids():
     book, gpu = m.preset("book"), m.preset("gpu")
-    assert len(book.seeds) >= 3 and len(book.probe_seeds) >= 3 and len(gpu.seeds) >= 5
+    assert len(book.seeds) >= 5 and len(book.probe_seeds) >= 3 and len(gpu.seeds) >= 5   # issue 35: 5 at book
+    assert min(book.rft_seeds, len(book.seeds)) >= 3 and gpu.rft_seeds >= len(gpu.seeds)
     assert len(book.sft_lr_grid) >= 3 and book.n_val > 0 and "dynamics" in book.rft_modes
     d = book.dry_run()
-    assert len(d.seeds) <= len(book.seeds) and len(d.sft_lr_grid) <= len(book.sft_lr_grid)
+    assert len(d.seeds) <= len(book.seeds) and len(d.sft_lr_grid) <= len(book.sft_lr_grid) and not d.probe_edge
+
+
+def test_make_policy_is_paired_by_seed():
+    """Every variant of one training seed starts from the same weights, drawn from the seed alone."""
+    space = m.TokenSpace()
+    cfg = m.preset("smoke")
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    a, b, c = ex.make_policy(space, cfg, 3), ex.make_policy(space, cfg, 3), ex.make_policy(space, cfg, 4)
+    assert torch.equal(torch.random.get_rng_state(), before)           # the global stream is left alone
+    pa, pb, pc = (torch.cat([p.flatten() for p in x.parameters()]) for x in (a, b, c))
+    assert torch.equal(pa, pb) and not torch.equal(pa, pc)
 
 
 # -- claim 10: vectorised rendering = a loop renderer -----------------------------------------------
@@ -488,6 +501,7 @@ def test_sft_lr_grid_extends_past_the_earlier_edge():
     book = m.preset("book")
     grid = list(book.sft_lr_grid)
     assert grid == sorted(grid) and grid[-1] > 4e-3 and 4e-3 in grid[1:-1]
+    assert grid[-1] >= 3.2e-2 and book.probe_edge   # 3.2e-2 reached; an upper-edge best is probed beyond
     t = tune("none", lambda c: -c["lr"], Grid(lr=grid), goal="max", progress=False)   # best at the lower edge
     assert t.edges == {"lr": "lower"}
     t.state_edge("lr", LOWER_EDGE)
@@ -496,3 +510,28 @@ def test_sft_lr_grid_extends_past_the_earlier_edge():
     with pytest.raises(ValueError, match="axis"):
         up.state_edge("x", LOWER_EDGE)
     assert up.unstated_edges == {"lr": "upper"}   # an upper edge is never stated away
+
+
+def test_degenerate_rule_flags_a_standing_policy():
+    """Issue 39 (8-9): a validation run that stands still or writes one plan for every scene is
+    degenerate (tuning ranks it last); a moving policy with varied plans is not."""
+    from icml26.dynvla.experiments import MIN_DISTINCT, MIN_EP, degenerate, distinct_plans
+
+    n = 40
+    varied = torch.arange(n * 3).reshape(n, 3)
+    ok = dict(ep=0.6, per_scene=np.zeros(n), tokens_out=varied)
+    assert distinct_plans(ok) == n and degenerate(ok) == ""
+    stand = dict(ok, ep=MIN_EP / 2)
+    assert "EP" in degenerate(stand)
+    same = dict(ok, tokens_out=torch.zeros(n, 3, dtype=torch.long))
+    assert "distinct" in degenerate(same) and distinct_plans(same) == 1 < MIN_DISTINCT
+    two = dict(ok, tokens_out=varied // (3 * n // 2))   # two distinct outputs: not one plan for every scene
+    assert distinct_plans(two) == 2 and degenerate(two) == ""
+    one = dict(ok, per_scene=np.zeros(1), tokens_out=varied[:1])    # k = min(MIN_DISTINCT, max(1, 1 // 2)) = 1
+    assert degenerate(one) == ""
+
+
+def test_book_preset_pays_for_six_epochs():
+    book = m.preset("book")
+    assert 6 <= book.sft_epochs <= 8 and 4 <= len(book.sft_lr_grid) <= 5 and len(book.seeds) >= 5
+    assert 3 <= book.shuffled_seeds < len(book.seeds) and "meta" not in book.modes

@@ -364,6 +364,11 @@ def test_teacher_controls_runs_oracle_rf_v_teacher_and_cost():
     names = [r[0] for r in ex.control_runs(replace(base, ctrl_rf_v=True))]
     assert names == [f"lambda={v:g}" for v in base.ctrl_lambdas] + ["oracle", "rf_v", "rf_v_phy"]
     assert ex.control_runs(base)[0][1:] == ("rf_x", "none", 0.0)
+    # the oracle teacher is trained at the sweep's largest weight (issue 38.3 referee)
+    assert [r for r in ex.control_runs(base) if r[0] == "oracle"] == [("oracle", "pdrf", "oracle",
+                                                                       max(base.ctrl_lambdas))]
+    book = m.preset("book")
+    assert book.ctrl_lambdas == (0.0, 0.1, 3.0, 10.0) and book.ctrl_probe > max(book.ctrl_lambdas)
     for bad in ((), (0.0, 0.0, 0.1), (0.0, -1.0, 0.1), (0.0, float("nan"), 0.1), (0.1, 1.0), (0.0, 1.0)):
         with pytest.raises(ValueError, match="ctrl_lambdas"):
             ex.control_runs(replace(base, ctrl_lambdas=bad))
@@ -374,9 +379,24 @@ def test_teacher_controls_runs_oracle_rf_v_teacher_and_cost():
     ctl = ex.teacher_controls(cfg, data, seeds=(0,))
     ctl = ex.teacher_controls(cfg, data, seeds=(1,), previous=ctl)
     assert ctl["seeds"] == [0, 1]
-    for key in ("test_csi_m", "test_adv", "val_csi_m"):
+    for key in ("test_csi_m", "test_adv", "test_bias", "val_csi_m"):
         assert set(ctl[key]) == {"lambda=0", "lambda=0.1", "oracle", "rf_v", "rf_v_phy"}
-        assert all(v.shape == (2,) and np.isfinite(v).all() for v in ctl[key].values())
+        assert all(v.shape == (2,) and np.isfinite(v).all() for v in ctl[key].values() if key != "test_bias")
+    assert set(data["teacher_scores"]) == {"est", "oracle"}
+    assert data["teacher_scores"]["est"]["csi_m"] == pytest.approx(study["scores"]["sl_est"]["csi_m"])
+    # the probe beyond the sweep: one seed, the same run as a sweep member would be at that weight
+    pr = ex.teacher_probe(replace(cfg, ctrl_probe=0.3), data)
+    assert pr["lambda"] == 0.3 and pr["seed"] == 0 and set(pr) >= {"test_csi_m", "test_adv", "test_bias", "val_csi_m"}
+    same = ex.teacher_controls(replace(cfg, ctrl_lambdas=(0.0, 0.1, 0.3), ctrl_oracle=False, ctrl_rf_v=False), data,
+                               seeds=(0,))
+    assert pr["val_csi_m"] == same["val_csi_m"]["lambda=0.3"][0] and pr["test_adv"] == same["test_adv"]["lambda=0.3"][0]
+    for bad in (0.1, -1.0, float("inf"), True):
+        with pytest.raises(ValueError, match="ctrl_probe"):
+            ex.teacher_probe(replace(cfg, ctrl_probe=bad), data)
+    with pytest.raises(ValueError, match="seed"):
+        ex.teacher_probe(replace(cfg, ctrl_probe=0.3), data, seed=1.5)
+    with pytest.raises(ValueError, match="data"):
+        ex.teacher_probe(replace(cfg, ctrl_probe=0.3), {"train": data["train"]})
     one = ex.teacher_controls(replace(cfg, ctrl_rf_v=False), data, seeds=(1,))
     assert all(np.array_equal(one[k][n], ctl[k][n][1:]) for k in ("test_csi_m", "val_csi_m") for n in one[k])
     with pytest.raises(ValueError, match="study"):
@@ -397,7 +417,7 @@ def test_teacher_controls_runs_oracle_rf_v_teacher_and_cost():
     assert all(torch.equal(v, c.state_dict()[n]) for n, v in a.state_dict().items())
     gpu = m.preset("gpu")
     item = cost.notebooks("gpu")["02-radar-nowcasting"][0]
-    assert item.count == len(gpu.ctrl_seeds) * (len(gpu.ctrl_lambdas) + 1 + 2) * gpu.steps
+    assert item.count == (len(gpu.ctrl_seeds) * (len(gpu.ctrl_lambdas) + 1 + 2) + 1) * gpu.steps
     dry = gpu.dry_run()
     assert len(dry.ctrl_seeds) == 1 and dry.ctrl_n_val <= 8 and dry.ctrl_lambdas == (0.0, gpu.lambda_phy)
 

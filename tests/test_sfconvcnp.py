@@ -209,6 +209,43 @@ def test_oracle_beats_untrained_models():
         assert ll < orc
 
 
+def test_prior_predictive_is_the_closed_form_and_below_the_oracle():
+    task = m.sample_gp_tasks(8, generator=_gen(3))
+    ref = torch.distributions.Normal(0.0, math.sqrt(1 + 0.1 ** 2 + 1e-6)).log_prob(task.yq.double()).mean((1, 2))
+    assert torch.allclose(ex.prior_loglik(task), ref, atol=1e-12)
+    assert float(ex.prior_loglik(task).mean()) < float(m.gp_oracle_loglik(task).mean())
+
+
+def test_tuning_and_comparison_follow_the_protocol():
+    """Learning rates are tuned on the validation task seed from the tuning seed (never a test seed);
+    the comparison has one score per training seed, the same grid for every model, a cost per row,
+    the prior predictive as the control and the oracle as an untuned reference."""
+    from dataclasses import replace
+
+    cfg = replace(m.preset("smoke").notebook2(), nb2_seeds=(0, 1), steps_periodic=2, test_batches=1).notebook2()
+    assert ex.VALIDATION_TASK_SEED != ex.TEST_TASK_SEED
+    with pytest.raises(ValueError, match="tune_seed"):
+        ex.tune_models(replace(cfg, tune_seed=0), ["cnp"], None, None, 1)
+    study = ex.run_periodic_study(cfg, progress=False)
+    assert set(study["tuned"]) == {"ConvCNP", "SFConvCNP"}
+    assert all(t.n_configs == len(cfg.lr_grid) for t in study["tuned"].values())
+    cmp = ex.comparison(cfg, study, "extrapolate")
+    assert cmp.seeds == [0, 1] and cmp.rows["prior predictive (no context)"].control
+    assert cmp.rows["SFConvCNP"].cost == cfg.steps_periodic and cmp.rows["GP oracle"].untuned
+    assert cmp.diff("GP oracle", "prior predictive (no context)").mean > 0
+    assert not [p for p in cmp.problems(["SFConvCNP", "ConvCNP"], scale="smoke") if "edge" not in p]
+
+
+def test_notebook2_preset_overrides_sizes_and_seeds():
+    for scale in ("smoke", "book", "gpu"):
+        base = m.preset(scale)
+        cfg = base.notebook2()
+        assert cfg.seeds == base.nb2_seeds and cfg.tune_seed not in cfg.seeds
+        assert cfg.sf == {**base.sf, **base.nb2_sf} and cfg.convcnp == {**base.convcnp, **base.nb2_convcnp}
+        assert len(cfg.lr_grid) >= 2 and cfg.notebook2() == cfg
+    assert len(m.preset("book").nb2_seeds) >= 5 and len(m.preset("book").lr_grid) >= 3
+
+
 # -- baselines -----------------------------------------------------------------------------------------
 
 def test_convcnp_data_grid_is_equivariant_fixed_grid_is_not():

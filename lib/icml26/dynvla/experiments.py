@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from icml26.core import Comparison, Grid, tune
+from icml26.core import Comparison, Grid, paired_init, tune
 
 from .actions import FastLite
 from .data import DriveData, build_dataset
@@ -148,8 +148,9 @@ def tokenizer_comparison(cfg, dev=None) -> dict:
 # ---------------------------------------------------------------------------------------------
 # notebook 3
 def make_policy(space: TokenSpace, cfg, seed: int) -> DrivingVLA:
-    torch.manual_seed(seed)
-    return DrivingVLA(space.vocab, d=cfg.vla_d, layers=cfg.vla_layers, heads=cfg.vla_heads)
+    """The policy's initial weights, drawn with torch seeded by ``seed`` alone (``paired_init``):
+    every variant of one training seed starts from the same weights."""
+    return paired_init(seed, lambda: DrivingVLA(space.vocab, d=cfg.vla_d, layers=cfg.vla_layers, heads=cfg.vla_heads))
 
 
 def _row(name, seed, ev):
@@ -165,6 +166,31 @@ def _sft_run(space, cfg, seed, lr, tr, tgt_tr, mode, dev) -> tuple:
     return pol, curves
 
 
+MIN_EP = 0.1          # validation ego progress below this: the plans barely move
+MIN_DISTINCT = 2      # fewer distinct outputs over the validation scenes: one output for every scene
+# (a bar of 10 ruled out every book run, 4-9 distinct outputs each, and fell back to the raw score)
+
+
+def distinct_plans(ev: dict) -> int:
+    """Number of distinct generated token sequences of an evaluation (``evaluate_policy``)."""
+    return int(torch.unique(ev["tokens_out"], dim=0).shape[0])
+
+
+def degenerate(ev: dict) -> str:
+    """Why an evaluation's plans are degenerate ('' when they are not): mean ego progress below
+    ``MIN_EP`` (a policy that stands still: PDMS rewards it, Eq. 1 of notebook 1 only takes away
+    progress), or fewer than ``min(MIN_DISTINCT, scenes // 2)`` distinct outputs (one plan for every
+    scene). Tuning scores such a configuration as the worst, like a diverged run."""
+    n = len(ev["per_scene"])
+    k = min(MIN_DISTINCT, max(1, n // 2))
+    why = []
+    if ev["ep"] < MIN_EP:
+        why.append(f"EP {ev['ep']:.3f} < {MIN_EP}")
+    if distinct_plans(ev) < k:
+        why.append(f"{distinct_plans(ev)} distinct plans < {k}")
+    return ", ".join(why)
+
+
 LOWER_EDGE = ("the grid starts one octave above 1e-3, the worst value for both policies in an earlier "
               "(1e-3, 2e-3, 4e-3) grid")
 
@@ -176,7 +202,9 @@ def cot_experiment(cfg, dev=None) -> dict:
     training seed, SFT of ``none``, ``dynamics`` and the *shuffled-thought* control (the dynamics
     thought of another training scene, at the dynamics policy's learning rate), greedy constrained
     evaluation on the test scenes (and with the true thought, oracle CoT), and GRPO from each SFT
-    checkpoint of ``cfg.rft_modes`` with format-constrained sampling. ``meta`` and
+    checkpoint of ``cfg.rft_modes`` (first ``cfg.rft_seeds`` seeds) with format-constrained sampling.
+    A best learning rate on the grid's upper edge is probed one octave beyond on validation when
+    ``cfg.probe_edge`` (``probes``), and the edge is stated with that number if the probe is worse. ``meta`` and
     ``future_image`` (when in ``cfg.modes``) are trained on the first seed only, at ``cfg.sft_lr``;
     the earlier GRPO recipe (unconstrained sampling) runs once on the first seed when
     ``cfg.rft_control``."""
@@ -203,29 +231,53 @@ def cot_experiment(cfg, dev=None) -> dict:
         evals[(variant, stage, seed)] = ev
         rows.append(dict(_row(variant, seed, ev), stage=stage))
 
-    # tuning on the validation scenes (seed s0); the chosen run is seed s0's model
-    tuned, cache = {}, {}
+    # tuning on the validation scenes (seed s0); the chosen run is seed s0's model. A configuration
+    # whose validation plans are degenerate (see degenerate()) scores NaN, which tune() ranks last.
+    stop_val = float(pdm_score(va.batch, np.zeros_like(va.plan), va.ref)["pdms"].mean())
+    tuned, cache, probes, val_rows, fallback = {}, {}, {}, [], {}
+
+    def validate(mode, lr):
+        if (mode, lr) not in cache:
+            pol, cur = _sft_run(space, cfg, s0, lr, tr, tgt[mode]["tr"], mode, dev)
+            ev = evaluate_policy(pol, va, mode, space, act)
+            why = degenerate(ev)
+            val_rows.append(dict(mode=mode, lr=lr, pdms=ev["pdms"], ep=ev["ep"], ade=ev["ade"],
+                                 distinct=distinct_plans(ev), degenerate=why or "-"))
+            cache[(mode, lr)] = (pol, cur, ev["pdms"], why)
+        return cache[(mode, lr)]
+
     for mode in ("none", "dynamics"):
-        def score(c, mode=mode):
-            pol, cur = _sft_run(space, cfg, s0, c["lr"], tr, tgt[mode]["tr"], mode, dev)
-            cache[(mode, c["lr"])] = (pol, cur)
-            return evaluate_policy(pol, va, mode, space, act)["pdms"]
-        tuned[mode] = tune(mode, score, Grid(lr=list(cfg.sft_lr_grid)), goal="max", progress=False)
+        grid = Grid(lr=list(cfg.sft_lr_grid))
+        guarded = lambda c, mode=mode: np.nan if validate(mode, c["lr"])[3] else validate(mode, c["lr"])[2]  # noqa: E731
+        raw = lambda c, mode=mode: validate(mode, c["lr"])[2]  # noqa: E731
+        fallback[mode] = all(validate(mode, lr)[3] for lr in cfg.sft_lr_grid)   # every run degenerate: raw score
+        tuned[mode] = tune(mode, raw if fallback[mode] else guarded, grid, goal="max", progress=False)
         if tuned[mode].edges.get("lr") == "lower" and cfg.sft_lr_grid[0] >= 2e-3:
             tuned[mode].state_edge("lr", LOWER_EDGE)
+        elif tuned[mode].edges.get("lr") == "upper" and cfg.probe_edge:
+            lr_out = 2 * cfg.sft_lr_grid[-1]                    # one octave beyond the grid, validation only
+            _, _, v_out, why = validate(mode, lr_out)
+            probes[mode] = (lr_out, v_out, why or "-")
+            if why and not fallback[mode]:
+                tuned[mode].state_edge("lr", f"one octave beyond the grid, lr {lr_out:.3g} is degenerate on "
+                                             f"validation ({why})")
+            elif v_out < tuned[mode].best_score:
+                tuned[mode].state_edge("lr", f"one octave beyond the grid, lr {lr_out:.3g} scores {v_out:.3f} on "
+                                             f"validation, below {tuned[mode].best_score:.3f} at the edge")
     lr_of = {"none": tuned["none"].best["lr"], "dynamics": tuned["dynamics"].best["lr"],
              "shuffled thought": tuned["dynamics"].best["lr"]}
     grpo = GRPOConfig(iterations=cfg.rft_iterations, group_size=cfg.group_size,
                       contexts_per_step=cfg.contexts_per_step, lr=cfg.rft_lr)
     for seed in tqdm(cfg.seeds, leave=False, desc="seeds"):
-        jobs = [("none", "none", tgt["none"]["tr"]), ("dynamics", "dynamics", tgt["dynamics"]["tr"]),
-                ("shuffled thought", "dynamics", shuffled)]
+        jobs = [("none", "none", tgt["none"]["tr"]), ("dynamics", "dynamics", tgt["dynamics"]["tr"])]
+        if seed in cfg.seeds[:cfg.shuffled_seeds]:
+            jobs.append(("shuffled thought", "dynamics", shuffled))
         if seed == s0:
             jobs += [(mo, mo, tgt[mo]["tr"]) for mo in modes if mo not in ("none", "dynamics")]
         for variant, mode, t_tr in jobs:
             lr = lr_of.get(variant, cfg.sft_lr)
             if seed == s0 and (variant, lr) in cache:
-                pol, cur = cache[(variant, lr)]
+                pol, cur = cache[(variant, lr)][:2]
             else:
                 pol, cur = _sft_run(space, cfg, seed, lr, tr, t_tr, mode, dev)
             sft_curves[(variant, seed)] = cur
@@ -234,7 +286,7 @@ def cot_experiment(cfg, dev=None) -> dict:
                 record(variant, "SFT, oracle CoT", seed, evaluate_policy(pol, te, mode, space, act, oracle_cot=True,
                                                                          targets=tgt[mode]["te"]))
             models[(variant, "SFT", seed)] = pol
-        for mode in cfg.rft_modes:
+        for mode in (cfg.rft_modes if seed in cfg.seeds[:cfg.rft_seeds] else ()):
             recipes = [("SFT+RFT", grpo)]
             if seed == s0 and cfg.rft_control:
                 recipes.append(("SFT+RFT, unconstrained sampling", replace(grpo, constrained=False)))
@@ -250,32 +302,47 @@ def cot_experiment(cfg, dev=None) -> dict:
                 record(mode, stage, seed, evaluate_policy(pol2, te, mode, space, act))
     expert = pdm_score(te.batch, te.plan, te.ref)
     cv = pdm_score(te.batch, te.cv, te.ref)
+    stop = pdm_score(te.batch, np.zeros_like(te.plan), te.ref)       # a plan that never moves
     return dict(table=pd.DataFrame(rows), models=models, evals=evals, sft_curves=sft_curves, rft_curves=rft_curves,
                 tok=tok, tok_curves=tok_curves, space=space, act=act, test=te, train=tr, val=va,
-                targets={mo: (t["tr"], t["te"]) for mo, t in tgt.items()}, tuned=tuned, lr=lr_of, sft_steps=steps,
-                grpo=grpo, expert=float(expert["pdms"].mean()), cv=float(cv["pdms"].mean()))
+                targets={mo: (t["tr"], t["te"]) for mo, t in tgt.items()}, tuned=tuned, probes=probes, lr=lr_of, sft_steps=steps,
+                grpo=grpo, expert=float(expert["pdms"].mean()), cv=float(cv["pdms"].mean()),
+                stop=float(stop["pdms"].mean()), stop_val=stop_val, fallback=fallback,
+                val_table=pd.DataFrame(val_rows).set_index(["mode", "lr"]))
 
 
 def cot_comparisons(res: dict, cfg) -> dict:
-    """The two comparisons of notebook 3 (held-out PDMS over the training seeds): SFT of
-    dynamics, none (the control: no thought) and the shuffled-thought control; and GRPO against
-    its own SFT starting point (the control: zero GRPO iterations), per mode of ``cfg.rft_modes``."""
+    """The comparisons of notebook 3 (held-out PDMS over the training seeds). ``sft``: SFT of
+    dynamics and none (the control: no thought) on every seed, the dynamics policy with the true
+    thought forced in, and the plan that never moves (a fixed plan, the same on every seed: a
+    second control, the floor a degenerate policy reaches). ``shuffled``: dynamics, none and the
+    shuffled-thought control on the first ``cfg.shuffled_seeds`` seeds. ``rft <mode>``: GRPO
+    against its own SFT starting point (the control: zero GRPO iterations), per mode of
+    ``cfg.rft_modes``."""
     ev, seeds = res["evals"], list(cfg.seeds)
-    per = lambda v, st: [ev[(v, st, s)]["pdms"] for s in seeds]  # noqa: E731
+    per = lambda v, st, ss=seeds: [ev[(v, st, s)]["pdms"] for s in ss]  # noqa: E731
     sft = Comparison("held-out PDMS", goal="max", seeds=seeds, budget="SFT optimiser steps")
     sft.add("dynamics", per("dynamics", "SFT"), tuned=res["tuned"]["dynamics"], cost=res["sft_steps"])
     sft.add("none", per("none", "SFT"), tuned=res["tuned"]["none"], cost=res["sft_steps"], control=True)
-    sft.add("shuffled thought", per("shuffled thought", "SFT"), cost=res["sft_steps"],
-            untuned="a control: the dynamics policy's chosen learning rate, another scene's thought")
     sft.add("dynamics, oracle thought", per("dynamics", "SFT, oracle CoT"), cost=res["sft_steps"],
             untuned="the dynamics policy itself, evaluated with the true thought forced in")
-    out = {"sft": sft}
+    sft.add("plan that never moves", [res["stop"]] * len(seeds), cost=0, control=True,
+            untuned="a fixed plan (all waypoints at the start): nothing to train")
+    sseeds = seeds[:cfg.shuffled_seeds]
+    shuf = Comparison("held-out PDMS", goal="max", seeds=sseeds, budget="SFT optimiser steps")
+    shuf.add("dynamics", per("dynamics", "SFT", sseeds), tuned=res["tuned"]["dynamics"], cost=res["sft_steps"])
+    shuf.add("none", per("none", "SFT", sseeds), tuned=res["tuned"]["none"], cost=res["sft_steps"], control=True)
+    shuf.add("shuffled thought", per("shuffled thought", "SFT", sseeds), cost=res["sft_steps"],
+             untuned="a control: the dynamics policy's chosen learning rate, another scene's thought")
+    out = {"sft": sft, "shuffled": shuf}
+    rseeds = seeds[:cfg.rft_seeds]
     for mode in cfg.rft_modes:
-        c = Comparison(f"held-out PDMS ({mode})", goal="max", seeds=seeds, budget="GRPO iterations")
-        c.add("SFT+RFT", per(mode, "SFT+RFT"), cost=res["grpo"].iterations,
+        c = Comparison(f"held-out PDMS ({mode})", goal="max", seeds=rseeds, budget="GRPO iterations")
+        c.add("SFT+RFT", per(mode, "SFT+RFT", rseeds), cost=res["grpo"].iterations,
               untuned=f"GRPO recipe fixed (G={res['grpo'].group_size}, eps={res['grpo'].clip_eps}, "
                       f"lr={res['grpo'].lr:g}); not tuned")
-        c.add("SFT", per(mode, "SFT"), cost=0, control=True, untuned="the starting point (its SFT lr tuned above)")
+        c.add("SFT", per(mode, "SFT", rseeds), cost=0, control=True,
+              untuned="the starting point (its SFT lr tuned above)")
         out[f"rft {mode}"] = c
     return out
 

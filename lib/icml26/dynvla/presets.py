@@ -43,11 +43,14 @@ class DynVLAPreset:
     sft_batch: int = 64
     sft_lr: float = 2e-3
     # the same grid for none and dynamics (validation scenes); 1e-3 was the worst value for both in an
-    # earlier (1e-3, 2e-3, 4e-3) grid, whose best was its upper edge; a (2e-3 .. 1.6e-2) grid then put
-    # none's best on its upper edge again, so the grid goes one octave further
-    sft_lr_grid: tuple = (2e-3, 4e-3, 8e-3, 1.6e-2, 3.2e-2)
+    # earlier (1e-3, 2e-3, 4e-3) grid, whose best was its upper edge; the (2e-3 .. 1.6e-2) and (2e-3 .. 3.2e-2)
+    # grids then put none's best on their upper edge again, so the grid goes one octave further each time
+    sft_lr_grid: tuple = (2e-3, 4e-3, 8e-3, 1.6e-2, 3.2e-2, 6.4e-2)
     sft_max_steps: int = 1_000_000
+    probe_edge: bool = True         # a best lr on the grid's upper edge: one octave beyond, on validation
     rft_modes: tuple = ("dynamics",)
+    shuffled_seeds: int = 5         # the shuffled-thought control is trained on the first shuffled_seeds seeds
+    rft_seeds: int = 3              # GRPO runs from the SFT checkpoints of the first rft_seeds training seeds
     rft_control: bool = True        # also run the earlier, unconstrained GRPO recipe once (first seed)
     rft_iterations: int = 30
     group_size: int = 8
@@ -66,7 +69,7 @@ class DynVLAPreset:
                        probe_seeds=self.probe_seeds[:1], n_train=min(self.n_train, 64), n_test=min(self.n_test, 16),
                        n_val=min(self.n_val, 16), cot_tok_steps=2,
                        sft_epochs=1, sft_max_steps=2, rft_iterations=1, seeds=self.seeds[:1],
-                       sft_lr_grid=self.sft_lr_grid[:1], rft_control=False,
+                       sft_lr_grid=self.sft_lr_grid[:1], rft_control=False, probe_edge=False,
                        modes=tuple(v for v in self.modes if v in ("none", "dynamics")))
 
 
@@ -74,16 +77,21 @@ PRESETS = {
     "smoke": DynVLAPreset(n_scenes=100, gamma_grid=(8, 64), tok_scenes=64, tok_steps=10, log_every=5,
                           n_train=64, n_test=16, cot_tok_steps=4, sft_epochs=1, sft_batch=64,
                           rft_iterations=1, contexts_per_step=2, group_size=4, n_val=16, seeds=(0, 1),
-                          probe_seeds=(0, 1), sft_lr_grid=(4e-3, 8e-3), modes=("none", "meta", "dynamics")),
-    "book": DynVLAPreset(modes=("none", "meta", "dynamics"), n_train=1000, sft_epochs=8, rft_iterations=10,
-                         rft_control=False, tok_steps=1000),
+                          probe_seeds=(0, 1), sft_lr_grid=(4e-3, 8e-3), modes=("none", "meta", "dynamics"),
+                          probe_edge=False),
+    # book (issue 39, 8-9): six SFT epochs (eight scored best on validation for both policies; four left
+    # policies that stand still), paid for by a five-value grid whose upper edge is probed, the shuffled
+    # control on three seeds, no meta-action run, 200 validation scenes and a shorter CoT tokenizer
+    "book": DynVLAPreset(modes=("none", "dynamics"), n_train=1000, sft_epochs=6, rft_iterations=10,
+                         rft_control=False, tok_steps=1000, seeds=(0, 1, 2, 3, 4), rft_seeds=3, shuffled_seeds=3,
+                         n_val=200, cot_tok_steps=300, sft_lr_grid=(2e-3, 4e-3, 8e-3, 1.6e-2, 3.2e-2)),
     # loop counts sized from the cost model (issue 43; per step on one H100: tokenizer 5.4 ms, SFT 3.0 ms,
     # GRPO iteration 32 ms): tok_steps 20,000, cot_tok_steps 10,000, sft_epochs 40 and rft_iterations 500
     # projected 549 s (notebook 2, five tokenizer trainings) and 458 s (notebook 3); these about 225 s and 205 s
     "gpu": DynVLAPreset(n_scenes=5000, tok_scenes=8000, tok_d=128, tok_enc=4, tok_dec=3, tok_heads=4, m_codes=64,
                         d_vq=16, tok_steps=8000, tok_batch=128, tok_lr=1e-3, log_every=500, ablate_bev=True,
                         n_train=20000, n_test=2000, cot_tok_steps=5000, vla_d=128, vla_layers=4, vla_heads=8,
-                        sft_epochs=15, sft_batch=256, rft_iterations=250, seeds=(0, 1, 2, 3, 4),
+                        sft_epochs=15, sft_batch=256, rft_iterations=250, seeds=(0, 1, 2, 3, 4), rft_seeds=5,
                         n_val=2000, rft_modes=("none", "dynamics")),
 }
 

@@ -10,7 +10,8 @@ gpu scale only (smoke and book declare no items yet). Forecasting the test set i
 ``toy_steps``: one step of :func:`~icml26.pdrf.experiments.train_toy` (``toy_steps = 1``). Notebook 2 trains
 the teacher controls (:func:`~icml26.pdrf.experiments.teacher_controls`): per seed of ``cfg.ctrl_seeds``, one
 model per teacher weight of ``cfg.ctrl_lambdas``, the oracle teacher with ``cfg.ctrl_oracle``, RF-v and RF-v +
-teacher with ``cfg.ctrl_rf_v``, each for ``cfg.steps`` steps, and samples the test and validation sets once each."""
+teacher with ``cfg.ctrl_rf_v``, each for ``cfg.steps`` steps, plus one probe run at ``cfg.ctrl_probe`` (first seed
+only), and samples the test and validation sets once each per model."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def notebooks(scale: str) -> dict:
     runs = singles + 2 * seeds + controls
     chunks = -(-pick(cfg, "n_test", 1) // max(pick(cfg, "eval_batch", 1), 1))
     n_ctrl = n_of(pick(cfg, "ctrl_seeds"), 0) * (n_of(pick(cfg, "ctrl_lambdas"), 0) + int(bool(pick(cfg, "ctrl_oracle")))
-                                                 + 2 * int(bool(pick(cfg, "ctrl_rf_v"))))
+                                                 + 2 * int(bool(pick(cfg, "ctrl_rf_v")))) \
+        + int(bool(pick(cfg, "ctrl_probe", 0)))                  # the probe beyond the sweep: one seed
     val_chunks = -(-pick(cfg, "ctrl_n_val", 0) // max(pick(cfg, "eval_batch", 1), 1))
     nb2 = [Item(f"U-Net train step ({n_ctrl} teacher-control models)", n_ctrl * pick(cfg, "steps", 0),
                 _kernel("pdrf train step")),

@@ -358,8 +358,9 @@ def model_study(cfg, device=None) -> dict:
 def control_runs(cfg) -> list[tuple[str, str, str, float]]:
     """The runs of :func:`teacher_controls` for one seed, as ``(name, kind, teacher, lambda_phy)``:
     the teacher-weight sweep ``cfg.ctrl_lambdas`` (0 is RF-x; names ``"lambda=<value>"``), the oracle
-    teacher at ``cfg.lambda_phy`` (``"oracle"``) and, with ``cfg.ctrl_rf_v``, RF-v and RF-v + teacher
-    (``"rf_v"``, ``"rf_v_phy"``)."""
+    teacher at the largest weight of the sweep (``"oracle"``: where the teacher term has the most
+    power) and, with ``cfg.ctrl_rf_v``, RF-v and RF-v + teacher at ``cfg.lambda_phy`` (``"rf_v"``,
+    ``"rf_v_phy"``)."""
     lams = tuple(cfg.ctrl_lambdas)
     if not lams or any(isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v) or v < 0
                        for v in lams):
@@ -371,7 +372,7 @@ def control_runs(cfg) -> list[tuple[str, str, str, float]]:
     runs = [(f"lambda={float(v):g}", "rf_x" if v == 0 else "pdrf", "none" if v == 0 else "est", float(v))
             for v in lams]
     if cfg.ctrl_oracle:
-        runs.append(("oracle", "pdrf", "oracle", float(cfg.lambda_phy)))
+        runs.append(("oracle", "pdrf", "oracle", float(max(lams))))
     if cfg.ctrl_rf_v:
         runs += [("rf_v", "rf_v", "none", 0.0), ("rf_v_phy", "rf_v_phy", "est", float(cfg.lambda_phy))]
     return runs
@@ -397,9 +398,13 @@ def control_data(cfg, study: dict, device=None) -> dict:
     if cfg.ctrl_oracle:
         teachers["oracle"] = sl_teacher(tr[:, :r.t_in], r.t_out, motion=mot)
     te = study["frames"]
+    # the two teachers as forecasts of the test set (straight backtrace; estimated motion = study's sl_est)
+    tests = {"est": study["preds"]["sl_est"], "oracle": sl_teacher(te[:, :r.t_in], r.t_out, motion=study["motion"])}
+    tsc = evaluate(cfg, tests, te[:, r.t_in:], fss_windows=NB3_FSS)
+    teacher_scores = {k: {"csi_m": float(v["csi_m"]), "bias": bias_at(v)} for k, v in tsc.items()}
     val = generate_radar(cfg.ctrl_n_val, r, torch.Generator().manual_seed(2 * cfg.seed + 3001), device=device)
     obs, vobs = te[:, r.t_in:], val[:, r.t_in:]
-    return {"train": tr, "teachers": teachers, "cond": te[:, :r.t_in], "obs": obs, "x_sl": study["preds"]["sl_est"],
+    return {"train": tr, "teachers": teachers, "teacher_scores": teacher_scores, "cond": te[:, :r.t_in], "obs": obs, "x_sl": study["preds"]["sl_est"],
             "vcond": val[:, :r.t_in], "vobs": vobs,
             "noise": torch.randn(obs.shape, generator=torch.Generator().manual_seed(4242)).to(obs),
             "vnoise": torch.randn(vobs.shape, generator=torch.Generator().manual_seed(4343)).to(vobs)}
@@ -415,8 +420,8 @@ def teacher_controls(cfg, data: dict, seeds=None, previous: dict | None = None) 
     teacher term. Each run is scored on the test set (CSI-M and the MSE to X_SL, mean over leads;
     NB3's shared noise) and on the validation sequences (CSI-M, read to choose lambda). ``previous``
     (an earlier result on other seeds) is extended, so that a notebook can train its seeds in
-    separate cells. Returns ``{"seeds", "runs", "test_csi_m", "test_adv", "val_csi_m"}`` with
-    ``{name: (n_seeds,)}`` arrays."""
+    separate cells. Returns ``{"seeds", "runs", "test_csi_m", "test_adv", "test_bias", "val_csi_m"}`` with
+    ``{name: (n_seeds,)}`` arrays (``test_bias``: frequency bias at 0.55, :func:`bias_at`)."""
     seeds = tuple(cfg.ctrl_seeds if seeds is None else seeds)
     done = [] if previous is None else list(previous["seeds"])
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in seeds) or len(set(seeds + tuple(done))) \
@@ -426,22 +431,55 @@ def teacher_controls(cfg, data: dict, seeds=None, previous: dict | None = None) 
     if not isinstance(data, dict) or any(k not in data for k in need):
         raise ValueError("data must be control_data's result")
     runs = control_runs(cfg)
-    keys = ("test_csi_m", "test_adv", "val_csi_m")
+    keys = CONTROL_KEYS
     out = {k: {name: np.zeros(len(seeds)) for name, *_ in runs} for k in keys}
     jobs = [(i, s, run) for i, s in enumerate(seeds) for run in runs]
     for i, s, (name, kind, teach, lam) in tqdm(jobs, desc="teacher controls", leave=False):
-        model, _ = train_model(cfg, kind, data["train"], seed=int(s), teacher=data["teachers"][teach],
-                               device=data["train"].device, lambda_phy=lam)
-        sc = evaluate(cfg, {name: predict(cfg, kind, model, data["cond"], data["noise"])}, data["obs"],
-                      x_sl=data["x_sl"], fss_windows=NB3_FSS)[name]
-        vs = evaluate(cfg, {name: predict(cfg, kind, model, data["vcond"], data["vnoise"])}, data["vobs"],
-                      fss_windows=NB3_FSS)[name]
-        out["test_csi_m"][name][i] = sc["csi_m"]
-        out["test_adv"][name][i] = float(np.mean(sc["adv_mse"]))
-        out["val_csi_m"][name][i] = vs["csi_m"]
+        for k, v in _control_run(cfg, data, int(s), kind, teach, lam).items():
+            out[k][name][i] = v
     if previous is not None:
         out = {k: {n: np.concatenate([previous[k][n], v]) for n, v in out[k].items()} for k in keys}
     return {"seeds": done + list(seeds), "runs": runs, **out}
+
+
+CONTROL_KEYS = ("test_csi_m", "test_adv", "test_bias", "val_csi_m")
+
+
+def bias_at(summary: dict, th_index: int = 3) -> float:
+    """Frequency bias (H + F) / (H + M) at ``THRESHOLDS[th_index]`` (default 0.55, the intense echoes),
+    mean over leads, from one :func:`evaluate` summary."""
+    return float(mt.nanmean(np.asarray(summary["bias"])[th_index]))
+
+
+def _control_run(cfg, data: dict, seed: int, kind: str, teach: str, lam: float) -> dict:
+    """Train one teacher-control run and score it: test CSI-M, test MSE to X_SL (mean over leads), test
+    frequency bias at 0.55 (:func:`bias_at`) and validation CSI-M."""
+    model, _ = train_model(cfg, kind, data["train"], seed=seed, teacher=data["teachers"][teach],
+                           device=data["train"].device, lambda_phy=lam)
+    sc = evaluate(cfg, {"run": predict(cfg, kind, model, data["cond"], data["noise"])}, data["obs"],
+                  x_sl=data["x_sl"], fss_windows=NB3_FSS)["run"]
+    vs = evaluate(cfg, {"run": predict(cfg, kind, model, data["vcond"], data["vnoise"])}, data["vobs"],
+                  fss_windows=NB3_FSS)["run"]
+    return {"test_csi_m": float(sc["csi_m"]), "test_adv": float(np.mean(sc["adv_mse"])), "test_bias": bias_at(sc),
+            "val_csi_m": float(vs["csi_m"])}
+
+
+def teacher_probe(cfg, data: dict, seed: int | None = None) -> dict:
+    """One PDRF run (estimated-motion teacher) at ``cfg.ctrl_probe``, a weight beyond the sweep's
+    largest, on one seed (default the first of ``cfg.ctrl_seeds``), scored as in
+    :func:`teacher_controls`: measures whether a best weight at the grid's upper edge is the optimum.
+    Returns ``{"lambda", "seed", "test_csi_m", "test_adv", "test_bias", "val_csi_m"}`` (floats)."""
+    lam = cfg.ctrl_probe
+    if isinstance(lam, bool) or not isinstance(lam, int | float) or not np.isfinite(lam) \
+            or lam <= max(cfg.ctrl_lambdas):
+        raise ValueError(f"ctrl_probe must be a finite number above max(ctrl_lambdas)={max(cfg.ctrl_lambdas)}, "
+                         f"got {lam!r}")
+    seed = cfg.ctrl_seeds[0] if seed is None else seed
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an int, got {seed!r}")
+    if not isinstance(data, dict) or any(k not in data for k in ("train", "teachers", "cond", "vcond")):
+        raise ValueError("data must be control_data's result")
+    return {"lambda": float(lam), "seed": seed, **_control_run(cfg, data, seed, "pdrf", "est", float(lam))}
 
 
 def claim_numbers(scores: dict, half, t_out: int, fss_win: int = 2) -> dict:

@@ -219,11 +219,12 @@ __all__ = ["THRESHOLDS", "gallery", "losses", "motion_compare", "perturbation", 
            "sequences", "shifted_block", "skill_vs_lead", "toy_nfe", "toy_samples", "toy_trajectory"]
 
 
-def teacher_controls(ctl: dict, persistence: float | None = None):
+def teacher_controls(ctl: dict, persistence: float | None = None, probe: dict | None = None):
     """The teacher controls of NB2: test CSI-M (left) and MSE to X_SL (right) against the teacher weight
     lambda (estimated-motion teacher; lambda 0 is RF-x), one small marker per seed and the mean over
     seeds, with the oracle teacher (true motion) and, where trained, RF-v and RF-v + teacher as
-    separate markers at their lambda."""
+    separate markers at their lambda; ``probe`` (:func:`~icml26.pdrf.experiments.teacher_probe`'s result),
+    one seed at a weight beyond the sweep, is an open diamond one position to the right."""
     fig, axes = plt.subplots(1, 2, figsize=(6.9, 2.9))
     sweep = [(lam, name) for name, _, teach, lam in ctl["runs"] if name.startswith("lambda=")]
     lams = np.array([lam for lam, _ in sweep])
@@ -242,9 +243,13 @@ def teacher_controls(ctl: dict, persistence: float | None = None):
                 ax.plot(np.full(len(ctl["seeds"]), x), ctl[key][name], marker, ms=3, alpha=0.5,
                         color=col[lab])
                 ax.plot([x], [ctl[key][name].mean()], marker, ms=7, color=col[lab], label=lab)
+        if probe is not None:
+            ax.plot([len(lams)], [probe[key]], "D", ms=6, mfc="none", color=col["PDRF"],
+                    label=f"probe, seed {probe['seed']} only")
         if persistence is not None and key == "test_csi_m":
             ax.axhline(persistence, ls=":", color="#000000", lw=1, label="persistence")
-        ax.set_xticks(pos, [f"{v:g}" for v in lams])
+        ticks = list(lams) + ([probe["lambda"]] if probe is not None else [])
+        ax.set_xticks(np.arange(len(ticks)), [f"{v:g}" for v in ticks])
         ax.set_xlabel(r"teacher weight $\lambda$ (0: RF-x)")
         ax.set_ylabel(label)
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from icml26.core import time_fn
+from icml26.core import Comparison, Grid, paired_init, time_fn, tune
 
 from .baselines import CNP, ConvCNP, TEAttentionLayer, TEAttentionNP, n_params
 from .data import (
@@ -25,10 +25,15 @@ from .data import (
 )
 from .method import SetFourierConv, SetFourierVolterraConv, SFConvCNP, _same_dtype, _tensor, check_device
 
-__all__ = ["MODEL_LABELS", "crps_gaussian", "effective_receptive_field", "erf_far_fraction", "erf_study", "evaluate_np",
+__all__ = ["MODEL_LABELS", "VALIDATION_TASK_SEED", "TEST_TASK_SEED", "comparison", "crps_gaussian", "effective_receptive_field", "erf_far_fraction", "erf_study", "evaluate_np",
            "fit_operator_toy", "loglik_slope", "make_model", "np_loss", "operator_rel_error",
-           "probe_first_order", "run_gp_study", "run_periodic_study", "run_sawtooth_study", "te_errors",
-           "time_vs_context", "train_np", "translation_sweep"]
+           "probe_first_order", "run_gp_study", "sawtooth_comparison", "run_periodic_study", "run_sawtooth_study", "te_errors",
+           "time_vs_context", "train_np", "translation_sweep", "tune_models"]
+
+#: task seed of the test tasks (every model, every training seed); validation tasks use a different one
+TEST_TASK_SEED = 999
+#: task seed of the validation tasks on which learning rates are tuned (never the test tasks)
+VALIDATION_TASK_SEED = 555
 
 MODEL_LABELS = {"cnp": "CNP", "convcnp": "ConvCNP", "sfconvcnp": "SFConvCNP", "sfvconvcnp": "SFVConvCNP",
                 "sfconvcnp-linear": "SFConvCNP-linear", "te-attention": "TE-attention NP"}
@@ -107,10 +112,10 @@ def crps_gaussian(mu: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor) -> tor
 def evaluate_np(model: nn.Module, sampler, n_batches: int = 20, seed: int = 1234, device="cpu",
                 shift: float = 0.0, oracle: bool = False) -> dict:
     """Per-task mean query log-likelihood averaged over tasks (and its across-task std), RMSE,
-    CRPS; ``oracle=True`` adds the GP oracle on the same tasks. The tasks depend only on ``seed``;
-    ``shift`` moves every input of the same tasks."""
+    CRPS; ``oracle=True`` adds the GP oracle and the prior predictive (:func:`prior_loglik`) on the
+    same tasks. The tasks depend only on ``seed``; ``shift`` moves every input of the same tasks."""
     gen = torch.Generator().manual_seed(seed)
-    ll, se, cr, orc = [], [], [], []
+    ll, se, cr, orc, prior = [], [], [], [], []
     for _ in range(n_batches):
         task = sampler(generator=gen, device=device)
         pred = model(task.xc + shift, task.yc, task.xq + shift)
@@ -119,12 +124,23 @@ def evaluate_np(model: nn.Module, sampler, n_batches: int = 20, seed: int = 1234
         cr.append(crps_gaussian(pred.mean, pred.stddev, task.yq).mean((1, 2)).double().cpu())
         if oracle:
             orc.append(gp_oracle_loglik(task).cpu())
+            prior.append(prior_loglik(task).cpu())
     ll = torch.cat(ll)
     out = dict(loglik=float(ll.mean()), loglik_std=float(ll.std()), rmse=float(torch.cat(se).mean().sqrt()),
                crps=float(torch.cat(cr).mean()))
     if oracle:
         out["oracle_loglik"] = float(torch.cat(orc).mean())
+        out["prior_loglik"] = float(torch.cat(prior).mean())
     return out
+
+
+def prior_loglik(task: Task) -> torch.Tensor:
+    """Per-task mean log-likelihood of the queries under the GP *prior* predictive
+    ``N(0, 1 + noise^2)`` (unit output scale): a predictor that ignores the context, the
+    no-treatment row of the notebook-2 comparisons; ``[B]`` float64."""
+    var = 1.0 + float(task.meta.get("noise_std", 0.0)) ** 2 + 1e-6
+    y = task.yq.double()
+    return (-0.5 * (math.log(2 * math.pi * var) + y ** 2 / var)).mean((1, 2))
 
 
 def translation_sweep(model, sampler, shifts=(0.0, 3.0, 6.0, 12.0), n_batches: int = 20, seed: int = 1234,
@@ -297,47 +313,120 @@ def _sampler(cfg, fn, test: bool = False, **kw):
     return partial(fn, cfg.batch, n_context=cfg.n_context, n_target=cfg.n_target, **kw)
 
 
-def _train_eval(cfg, names, train_sampler, evals: dict, steps: int, device, progress: bool, keep=()):
-    """Train every model in ``names`` for every seed on the same task stream; evaluate on ``evals``
-    (``{label: (sampler, shift, oracle)}``). Returns (rows DataFrame, histories, kept models)."""
-    rows, hist, kept = [], {}, {}
+def _fit(cfg, name: str, train_sampler, steps: int, lr: float, seed: int, device, progress: bool):
+    """One model trained from ``seed`` (initialisation by :func:`~icml26.core.paired_init`, task stream
+    by ``train_np``'s seed): returns (model, loss history, process CPU seconds of the training)."""
+    model = paired_init(int(seed), lambda: make_model(name, cfg, int(seed), device))
+    t0 = time.process_time()
+    h = train_np(model, train_sampler, steps, lr=lr, seed=int(seed), device=device, progress=progress)
+    return model, h["loss"], time.process_time() - t0
+
+
+def tune_models(cfg, names, train_sampler, val_sampler, steps: int, device="cpu", progress: bool = True,
+                max_extensions: int = 2) -> dict:
+    """Learning rate of every model in ``names`` tuned on **validation** tasks (protocol point 1):
+    each ``lr`` of the grid trains the model from the tuning seed ``cfg.tune_seed`` (not one of
+    ``cfg.seeds``) for ``steps`` steps and is scored by the validation log-likelihood on
+    ``cfg.val_batches`` batches of ``val_sampler`` drawn from :data:`VALIDATION_TASK_SEED` (never the
+    test tasks). The grid starts as ``cfg.lr_grid``; while some model's best value sits at an end,
+    the grid is extended on that side by the grid's own ratio (at most ``max_extensions`` times), for
+    every model alike, so every model is tuned on the same grid. Returns ``{label: Tuned}``."""
+    if cfg.tune_seed in cfg.seeds:
+        raise ValueError(f"cfg.tune_seed={cfg.tune_seed} must not be one of the test seeds {cfg.seeds}")
+    cache = {}
+
+    def score(name, config):
+        key = (name, config["lr"])
+        if key not in cache:
+            model, _, _ = _fit(cfg, name, train_sampler, steps, config["lr"], cfg.tune_seed, device, False)
+            cache[key] = evaluate_np(model, val_sampler, cfg.val_batches, seed=VALIDATION_TASK_SEED,
+                                     device=device)["loglik"]
+        return cache[key]
+
+    lrs = sorted(cfg.lr_grid)
+    for extension in range(max_extensions + 1):
+        tuned = {MODEL_LABELS[n]: tune(MODEL_LABELS[n], partial(score, n), Grid(lr=lrs), goal="max", progress=progress)
+                 for n in names}
+        sides = {t.edges.get("lr") for t in tuned.values()} - {None}
+        if not sides or len(lrs) < 2 or extension == max_extensions:
+            return tuned
+        ratio = lrs[-1] / lrs[-2] if "upper" in sides else lrs[1] / lrs[0]
+        lrs = ([lrs[0] / ratio] if "lower" in sides else []) + lrs + ([lrs[-1] * ratio] if "upper" in sides else [])
+    return tuned
+
+
+def _train_eval(cfg, names, train_sampler, evals: dict, steps: int, device, progress: bool, keep=(), lrs=None):
+    """Train every model in ``names`` for every seed on the same task stream (``lrs[name]``, default
+    ``cfg.lr``); evaluate on ``evals`` (``{label: (sampler, shift, oracle)}``, the test tasks of
+    :data:`TEST_TASK_SEED`). Returns (rows DataFrame, histories, kept models, CPU seconds per run)."""
+    rows, hist, kept, cpu = [], {}, {}, {}
     jobs = [(s, n) for s in cfg.seeds for n in names]
     for seed, name in tqdm(jobs, desc="models x seeds", leave=False, disable=not progress):
-        model = make_model(name, cfg, seed, device)
-        h = train_np(model, train_sampler, steps, lr=cfg.lr, seed=seed, device=device, progress=progress)
-        hist[(name, seed)] = h["loss"]
+        lr = cfg.lr if lrs is None else lrs[name]
+        model, hist[(name, seed)], cpu[(name, seed)] = _fit(cfg, name, train_sampler, steps, lr, seed, device,
+                                                            progress)
         for label, (sampler, shift, oracle) in evals.items():
-            r = evaluate_np(model, sampler, cfg.test_batches, seed=999, device=device, shift=shift, oracle=oracle)
+            r = evaluate_np(model, sampler, cfg.test_batches, seed=TEST_TASK_SEED, device=device, shift=shift,
+                            oracle=oracle)
             rows.append(dict(model=MODEL_LABELS[name], seed=seed, test=label, **r))
         if (name, seed) in keep:
             kept[(name, seed)] = model
-    return pd.DataFrame(rows), hist, kept
+    return pd.DataFrame(rows), hist, kept, cpu
+
+
+def _protocol_study(cfg, names, kernel: str, evals: dict, steps: int, device, progress: bool) -> dict:
+    train = _sampler(cfg, sample_gp_tasks, kernel=kernel)
+    tuned = tune_models(cfg, names, train, _sampler(cfg, sample_gp_tasks, test=True, kernel=kernel), steps, device,
+                        progress, max_extensions=cfg.lr_extensions)
+    lrs = {n: tuned[MODEL_LABELS[n]].best["lr"] for n in names}
+    keep = {(n, cfg.seeds[0]) for n in names}
+    rows, hist, kept, cpu = _train_eval(cfg, names, train, evals, steps, device, progress, keep, lrs)
+    params = {MODEL_LABELS[n]: n_params(kept[(n, cfg.seeds[0])]) for n in names}
+    cpu_s = {MODEL_LABELS[n]: float(np.mean([cpu[(n, s)] for s in cfg.seeds])) for n in names}
+    return dict(results=rows, history=hist, models=kept, params=params, tuned=tuned, steps=steps, cpu_s=cpu_s)
 
 
 def run_gp_study(cfg, device="cpu", progress: bool = True) -> dict:
-    """GP-RBF: CNP, ConvCNP, SFConvCNP (and the TE-attention NP if the preset trains it) for every
-    seed, evaluated at every shift with the GP oracle on the same tasks."""
+    """GP-RBF: CNP, ConvCNP, SFConvCNP (and the TE-attention NP if the preset trains it), each with
+    its learning rate tuned on validation tasks (:func:`tune_models`), for every seed, evaluated at
+    every shift with the GP oracle and the prior predictive on the same test tasks."""
     names = ["cnp", "convcnp", "sfconvcnp"] + (["te-attention"] if cfg.train_attention else [])
     test = _sampler(cfg, sample_gp_tasks, test=True, kernel="rbf")
     evals = {f"shift {s:g}": (test, s, s == 0) for s in cfg.shifts}
-    keep = {(n, cfg.seeds[0]) for n in names}
-    rows, hist, kept = _train_eval(cfg, names, _sampler(cfg, sample_gp_tasks, kernel="rbf"), evals,
-                                   cfg.steps_rbf, device, progress, keep)
-    rows["shift"] = rows.test.str.replace("shift ", "").astype(float)
-    params = {MODEL_LABELS[n]: n_params(kept[(n, cfg.seeds[0])]) for n in names}
-    return dict(results=rows, history=hist, models=kept, params=params)
+    out = _protocol_study(cfg, names, "rbf", evals, cfg.steps_rbf, device, progress)
+    out["results"]["shift"] = out["results"].test.str.replace("shift ", "").astype(float)
+    return out
 
 
 def run_periodic_study(cfg, device="cpu", progress: bool = True) -> dict:
-    """Periodic GP, trained on uniform inputs; tested on uniform inputs and on the extrapolation
-    split (context in the left half, queries in the right half)."""
+    """Periodic GP, trained on uniform inputs (learning rates tuned on uniform validation tasks); tested
+    on uniform inputs and on the extrapolation split (context in the left half, queries in the right)."""
     names = ["convcnp", "sfconvcnp"]
     kw = dict(kernel="periodic")
     evals = {"uniform": (_sampler(cfg, sample_gp_tasks, test=True, **kw), 0.0, True),
              "extrapolate": (_sampler(cfg, sample_gp_tasks, test=True, split="extrapolate", **kw), 0.0, True)}
-    rows, hist, kept = _train_eval(cfg, names, _sampler(cfg, sample_gp_tasks, **kw), evals, cfg.steps_periodic,
-                                   device, progress, keep={(n, cfg.seeds[0]) for n in names})
-    return dict(results=rows, history=hist, models=kept)
+    return _protocol_study(cfg, names, "periodic", evals, cfg.steps_periodic, device, progress)
+
+
+def comparison(cfg, study: dict, test: str, names=None) -> Comparison:
+    """The :class:`~icml26.core.Comparison` of one test split of a study: each model's per-seed test
+    log-likelihood with its tuning and its cost (optimiser steps), the prior predictive (the context
+    ignored: the no-treatment row) and the GP oracle (the exact posterior: a reference, nothing to
+    tune), both at zero steps and equal on every training seed (the test tasks are shared)."""
+    res = study["results"]
+    res = res[res.test == test]
+    names = list(study["tuned"]) if names is None else list(names)
+    cmp = Comparison("test log-likelihood (nats per query)", goal="max", seeds=list(cfg.seeds),
+                     budget="optimiser steps")
+    for label in names:
+        per_seed = res[res.model == label].set_index("seed").loglik.reindex(list(cfg.seeds)).to_numpy()
+        cmp.add(label, per_seed, tuned=study["tuned"][label], cost=study["steps"])
+    ref = res.groupby("seed")[["prior_loglik", "oracle_loglik"]].first().reindex(list(cfg.seeds))
+    cmp.add("prior predictive (no context)", ref.prior_loglik.to_numpy(), cost=0, control=True,
+            untuned="closed form: N(0, 1 + noise^2) at every query, the context ignored")
+    cmp.add("GP oracle", ref.oracle_loglik.to_numpy(), cost=0,
+            untuned="exact GP posterior with each task's true hyper-parameters")
+    return cmp
 
 
 def run_sawtooth_study(cfg, device="cpu", progress: bool = True) -> dict:
@@ -345,10 +434,24 @@ def run_sawtooth_study(cfg, device="cpu", progress: bool = True) -> dict:
     SFConvCNP (GELU), same steps, same tasks."""
     names = ["sfconvcnp-linear", "sfvconvcnp", "sfconvcnp"]
     evals = {"sawtooth": (_sampler(cfg, sample_sawtooth_tasks, test=True), 0.0, False)}
-    rows, hist, kept = _train_eval(cfg, names, _sampler(cfg, sample_sawtooth_tasks), evals, cfg.steps_saw,
+    rows, hist, kept, _ = _train_eval(cfg, names, _sampler(cfg, sample_sawtooth_tasks), evals, cfg.steps_saw,
                                    device, progress, keep={(n, cfg.seeds[0]) for n in names})
     params = {MODEL_LABELS[n]: n_params(kept[(n, cfg.seeds[0])]) for n in names}
     return dict(results=rows, history=hist, models=kept, params=params)
+
+
+def sawtooth_comparison(cfg, study: dict) -> Comparison:
+    """The sawtooth study of notebook 1 as a :class:`~icml26.core.Comparison` (reported, not asserted):
+    one learning rate (``cfg.lr``) for every trunk, not tuned, on ``cfg.seeds``; SFConvCNP-linear (no
+    pointwise nonlinearity, no Volterra term) is the no-treatment row."""
+    res = study["results"]
+    cmp = Comparison("sawtooth test log-likelihood (nats per query)", goal="max", seeds=list(cfg.seeds),
+                     budget="optimiser steps")
+    for label in ("SFConvCNP-linear", "SFVConvCNP", "SFConvCNP"):
+        per_seed = res[res.model == label].set_index("seed").loglik.reindex(list(cfg.seeds)).to_numpy()
+        cmp.add(label, per_seed, cost=cfg.steps_saw, control=label == "SFConvCNP-linear",
+                untuned=f"not tuned: lr {cfg.lr:g} for every trunk (notebook 1's budget has no room for a grid)")
+    return cmp
 
 
 # -- notebook 1: identities (spec Sec. 8, claims 1-8, 10) ---------------------------------------------
