@@ -308,6 +308,7 @@ def cot_experiment(cfg, dev=None) -> dict:
                 targets={mo: (t["tr"], t["te"]) for mo, t in tgt.items()}, tuned=tuned, probes=probes, lr=lr_of, sft_steps=steps,
                 grpo=grpo, expert=float(expert["pdms"].mean()), cv=float(cv["pdms"].mean()),
                 stop=float(stop["pdms"].mean()), stop_val=stop_val, fallback=fallback,
+                distinct_thoughts=int(torch.unique(ids["tr"], dim=0).shape[0]),
                 val_table=pd.DataFrame(val_rows).set_index(["mode", "lr"]))
 
 

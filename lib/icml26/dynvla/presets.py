@@ -84,7 +84,8 @@ PRESETS = {
     # control on three seeds, no meta-action run, 200 validation scenes and a shorter CoT tokenizer
     "book": DynVLAPreset(modes=("none", "dynamics"), n_train=1000, sft_epochs=6, rft_iterations=10,
                          rft_control=False, tok_steps=1000, seeds=(0, 1, 2, 3, 4), rft_seeds=3, shuffled_seeds=3,
-                         n_val=200, cot_tok_steps=300, sft_lr_grid=(2e-3, 4e-3, 8e-3, 1.6e-2, 3.2e-2)),
+                         n_val=200, cot_tok_steps=600, sft_lr_grid=(2e-3, 4e-3, 8e-3, 1.6e-2, 3.2e-2)),
+    # cot_tok_steps stays 600: at 300 the CoT tokenizer wrote one thought for all 1,000 training scenes (226 at 600)
     # loop counts sized from the cost model (issue 43; per step on one H100: tokenizer 5.4 ms, SFT 3.0 ms,
     # GRPO iteration 32 ms): tok_steps 20,000, cot_tok_steps 10,000, sft_epochs 40 and rft_iterations 500
     # projected 549 s (notebook 2, five tokenizer trainings) and 458 s (notebook 3); these about 225 s and 205 s
