@@ -43,6 +43,24 @@ def test_sync_ops_seen():
     assert c.syncs == 3 and set(c.sync_ops) == {"aten.index", "tolist", "aten.nonzero"}
 
 
+def test_host_copy_by_name_counts_and_cpu_only_one_hot_check_does_not():
+    x = torch.tensor([0, 2, 1])
+    # .to("cpu") copies to the host (a wait on CUDA); .to(device) moves to the compute device, which is the
+    # CPU on this run but a GPU where the notebook runs: not a sync
+    assert b.count_step(lambda: x.to("cpu")).sync_ops == {"to('cpu')": 1}
+    assert b.count_step(lambda: x.to(device="cpu:0")).syncs == 1
+    assert b.count_step(lambda: x.to(torch.device("cpu"), torch.float64)).syncs == 1
+    device, named = "cpu", torch.device("cpu")
+    assert b.count_step(lambda: (x.to(device), x.to(device=named))).syncs == 0
+    assert b.count_step(lambda: x.to(torch.float64)).syncs == 0
+    # one_hot with its class count checks the range on the CPU only; without it, the max is read everywhere
+    assert b.count_step(lambda: torch.nn.functional.one_hot(x, 3)).syncs == 0
+    assert b.count_step(lambda: torch.nn.functional.one_hot(x, num_classes=3)).syncs == 0
+    assert b.count_step(lambda: torch.nn.functional.one_hot(x)).syncs >= 1
+    # a sync inside a one_hot call's neighbours is still counted
+    assert b.count_step(lambda: (torch.nn.functional.one_hot(x, 3), x.sum().item())).syncs == 1
+
+
 def test_views_are_not_launches():
     x = torch.randn(4, 6)
     c = b.count_step(lambda: x.view(6, 4).t().unsqueeze(0).transpose(1, 2))

@@ -30,7 +30,12 @@ its measured CPU wall time. Presets are read from ``PRESETS[scale]`` directly, n
 - *syncs*: operators that make the host wait for the device: ``_local_scalar_dense`` (``.item()``,
   ``float()``, ``int()``, ``bool()`` of a tensor), ``nonzero``, ``masked_select``, ``unique``,
   indexing with a boolean mask, ``repeat_interleave`` without ``output_size``, and (seen by a
-  ``TorchFunctionMode``) ``.tolist()``, ``.numpy()`` and ``.cpu()``.
+  ``TorchFunctionMode``) ``.tolist()``, ``.numpy()``, ``.cpu()`` and ``.to("cpu")`` (where the calling
+  line names ``"cpu"``: a chapter's compute device reads ``cpu`` on this run too, and ``x.to(device)`` is a
+  copy to the device on a GPU). Not counted: the
+  host-side range check of ``one_hot(x, num_classes)``, which PyTorch makes on the CPU only. Still counted
+  although it would not sync on a GPU: a read of a tensor that stays on the host there too (this run
+  cannot tell it from a device tensor).
 - *FLOPs*: ``torch.utils.flop_counter.FlopCounterMode`` (matmuls, convolutions, attention);
 - *bytes*: bytes read and written by the counted operators (inputs plus outputs).
 
@@ -82,7 +87,10 @@ import fcntl
 import hashlib
 import importlib
 import json
+import linecache
 import math
+import re
+import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -201,6 +209,7 @@ class _Dispatch(TorchDispatchMode):
         super().__init__()
         self.count = count
         self.in_optimizer = False
+        self.cuda_checks_skipped = False   # inside a call whose host checks PyTorch skips on CUDA
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -214,7 +223,7 @@ class _Dispatch(TorchDispatchMode):
             sync = any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or ()))
         elif packet is _ATEN.repeat_interleave and kwargs.get("output_size") is None:
             sync = True
-        if sync:
+        if sync and not self.cuda_checks_skipped:
             self.count.syncs += 1
             self.count.sync_ops[str(packet)] = self.count.sync_ops.get(str(packet), 0) + 1
         if packet not in _VIEWS and packet is not _ATEN._local_scalar_dense:
@@ -230,12 +239,44 @@ class _Function(TorchFunctionMode):
         self.dispatch = dispatch
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
-        if (name in _SYNC_METHODS and args and isinstance(args[0], torch.Tensor)
-                and not self.dispatch.in_optimizer):
+        if (args and isinstance(args[0], torch.Tensor) and not self.dispatch.in_optimizer
+                and (name in _SYNC_METHODS or (name == "to" and _to_host(args[1:], kwargs)))):
+            key = "to('cpu')" if name == "to" else name
             self.count.syncs += 1
-            self.count.sync_ops[name] = self.count.sync_ops.get(name, 0) + 1
-        return func(*args, **(kwargs or {}))
+            self.count.sync_ops[key] = self.count.sync_ops.get(key, 0) + 1
+        if name == "one_hot" and _num_classes(args, kwargs) >= 0:
+            # ``one_hot(x, n)`` checks the range of ``x`` on the host (a read of min and max) on the CPU only:
+            # PyTorch skips that check on CUDA, so it is no sync there
+            outer, self.dispatch.cuda_checks_skipped = self.dispatch.cuda_checks_skipped, True
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self.dispatch.cuda_checks_skipped = outer
+        return func(*args, **kwargs)
+
+
+def _num_classes(args, kwargs) -> int:
+    value = args[1] if len(args) > 1 else kwargs.get("num_classes", -1)
+    return value if isinstance(value, int) else -1
+
+
+def _to_host(args, kwargs) -> bool:
+    """Whether a ``Tensor.to(*args, **kwargs)`` call copies to the host (which waits for the device on CUDA):
+    its target is ``cpu`` *and* the calling line names ``"cpu"`` literally. On this CPU run a chapter's compute
+    device reads ``cpu`` too (``x.to(device)``), which on a GPU is a copy to the device, not a sync."""
+    target = kwargs.get("device", args[0] if args else None)
+    if isinstance(target, torch.device):
+        target = str(target)
+    if not (isinstance(target, str) and target.split(":")[0] == "cpu"):
+        return False
+    caller = sys._getframe(2)          # _to_host <- __torch_function__ <- the line that called .to
+    line = linecache.getline(caller.f_code.co_filename, caller.f_lineno)
+    return bool(_LITERAL_CPU.search(line))
+
+
+_LITERAL_CPU = re.compile(r"""\.to\(\s*(device\s*=\s*)?(torch\.device\()?["']cpu""")
 
 
 @contextlib.contextmanager
