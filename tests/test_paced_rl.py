@@ -323,6 +323,101 @@ def test_grpo_advantages_and_mixed_probability():
     assert m.mixed_group_probability(p, 8).tolist() == pytest.approx([0.5695, 0.9922, 0.5695], abs=1e-4)
 
 
+# -- no host sync per training step (issue 43, point 3) ------------------------------------------------
+
+def _train_small(task, pol, method, n, **kw):
+    kw = dict(dict(steps=n, batch_prompts=4, group_size=4, eval_every=100, bias_every=1, seed=5), **kw)
+    return m.train(method, task, copy.deepcopy(pol), **kw)
+
+
+def test_train_logs_equal_the_per_step_reads(small, monkeypatch):
+    """The logs read once after the loop are, bit for bit, the float() reads the loop made every step
+    before (issue 43): the pre-clip norm, beta KL and the mixed-group fraction, recorded here per step."""
+    cfg, task, pol = small
+    task = copy.copy(task)                                  # the wrapped reward stays on this copy
+    seen = {"grad_norm": [], "beta_kl": [], "mixed_frac": []}
+    clip, kl, reward = torch.nn.utils.clip_grad_norm_, ex.kl_divergence, task.reward
+
+    def clip_read(params, max_norm, *a, **k):
+        params = list(params)
+        out = clip(params, max_norm, *a, **k)
+        if params[0].shape[1] == task.emb_dim + task.length + task.vocab + 1:       # the policy's, not Z_phi's
+            seen["grad_norm"].append(float(out))
+        return out
+
+    def kl_read(p, q):
+        out = kl(p, q)
+        seen["beta_kl"].append(float(cfg.beta * out.mean()))
+        return out
+
+    def reward_read(idx, y):
+        rg = reward(idx, y).view(-1, 4)
+        seen["mixed_frac"].append(float(((rg.sum(1) > 0) & (rg.sum(1) < 4)).float().mean()))
+        return rg.reshape(-1)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip_read)
+    monkeypatch.setattr(ex, "kl_divergence", kl_read)
+    task.reward = reward_read
+    for method in ("paced", "dynamic_sampling"):
+        for v in seen.values():
+            v.clear()
+        out = _train_small(task, pol, method, 4, beta=cfg.beta)
+        assert out["grad_norm"].shape == (4,) and out["grad_norm"].dtype == np.float64
+        for k, v in seen.items():
+            if method == "dynamic_sampling" and k != "mixed_frac":   # a step with no mixed group logs 0.0
+                v = [x for x in out[k].tolist() if x == 0.0] + v
+                assert sorted(out[k].tolist()) == sorted(v), (method, k)
+            else:
+                assert out[k].tolist() == v, (method, k)
+
+
+def test_train_checks_the_first_step_and_trusts_the_later_ones(small, monkeypatch):
+    """The value checks run in the first step only, the switch is restored after ``train`` (after an error
+    too), and a bad value of the first step is still refused."""
+    cfg, task, pol = small
+    task = copy.copy(task)
+    states, reward = [], task.reward
+
+    def reward_spy(idx, y):
+        states.append(m._checks.value_checks())
+        if len(states) == 3 and fail:
+            raise RuntimeError("stop")
+        return reward(idx, y)
+
+    task.reward, fail = reward_spy, False
+    _train_small(task, pol, "paced", 3)
+    assert states == [True, False, False] and m._checks.value_checks()
+    states.clear()
+    fail = True
+    with pytest.raises(RuntimeError, match="stop"):
+        _train_small(task, pol, "paced", 3)
+    assert m._checks.value_checks()
+    with m._checks.trusted_values():
+        assert not m._checks.value_checks()
+        m.kl_divergence(torch.zeros(1, 2), torch.zeros(1, 2))          # not normalised: not checked here
+    with pytest.raises(ValueError, match="normalised"):
+        m.kl_divergence(torch.zeros(1, 2), torch.zeros(1, 2))
+    bad = copy.copy(task)
+    bad.embeddings = task.embeddings.clone().fill_(float("nan"))
+    with pytest.raises(ValueError, match="emb must be finite"):
+        _train_small(bad, pol, "paced", 2)
+
+
+@pytest.mark.parametrize("method, per_step", [("paced", 1), ("paced_noreplay", 0), ("grpo_zsel", 0),
+                                              ("oracle", 0), ("dynamic_sampling", 1)])
+def test_train_syncs_per_step(small, method, per_step):
+    """Host syncs per step of ``train`` (counted by icml26.book.budget): none, but for two reads of a
+    data-dependent size (see ``train``'s docstring): PACED-RL's replay push (the number of successes
+    sets the replay generator's permutation) and dynamic sampling's mixed groups (the batch size).
+    Runs of 2 and 4 steps: a step with no mixed group left (dynamic sampling's first one here) logs no
+    selected prompt, so the reads after the loop would differ between runs of 1 and 3 steps."""
+    from icml26.book.budget import count_step
+
+    cfg, task, pol = small
+    two, four = (count_step(lambda n=n: _train_small(task, pol, method, n)).syncs for n in (2, 4))
+    assert (four - two) / 2 == per_step
+
+
 # -- bad inputs (spec Sec. 9) ------------------------------------------------------------------------
 
 def test_bad_inputs():

@@ -22,8 +22,8 @@ CPU only, is not counted; ``.cpu().numpy()`` counts 2):
   same kinds plus ``torch.unique`` in ``token_logprobs`` and the entropy ``.item()``;
 - cgmt ``fit_erm``: 2 per Newton iteration, the convergence test and the Armijo test (a solver that
   stops on a tolerance must read something: a fix checks every k iterations);
-- paced-rl ``train`` (PACED-RL): 30 per step, input checks of every
-  helper (finite, normalised, binary, index range), the replay push and three ``float()`` logs;
+- paced-rl ``train`` (PACED-RL): 1 per step, the replay push's ``nonzero`` (its host generator's draws depend
+  on the number of successes; the input checks run at step 0 only, the logs are read after the loop);
 - protein-tokens ``train_tokenizer``: 17 per step, 4 on the device (two ``float()`` loss logs, the
   coordinate check, the nested-dropout length check), 13 in drawing the batch on the host (CPU only);
 - special ``run_fdil_many``: 68 per round (2 runs), all but about 6 CPU only (the host-side batch
@@ -258,12 +258,10 @@ CASES = {
              "and the batched Armijo test bool(ok.all()) (~596, once per backtrack)"),
     "context-tuning ct-kv": (_context_tuning("ct-kv"), 0, ""),
     "context-tuning ttt": (_context_tuning("ttt"), 0, ""),
-    "paced-rl": (_paced_rl, 30,
-                 "paced_rl train('paced') per step: input checks _checks.tensor isfinite (~51: policy._emb, method.py log-Z, select_prompts, "
-                 "replay push), log_probs/normalised_log_probs (~66, ~76), HiddenRuleTask._idx range "
-                 "(env.py ~109), tb_loss binary-reward check (method.py ~68), kl_divergence finite (~89), "
-                 "replay push (method.py ~205-219, incl. a nonzero); per-step float() logs: mixed_frac "
-                 "(experiments.py ~264), grad_norm (~305), beta_kl (~313)"),
+    "paced-rl": (_paced_rl, 1,
+                 "paced_rl train('paced') per step: the replay push's torch.nonzero(reward == 1) (method.py "
+                 "~219): the replay permutes its successes with a host generator whose draws depend on their "
+                 "count (input checks trusted after step 0; logs read once after the loop)"),
     "preconditioned-delta": (_precond_delta, 0, ""),
     "protein-tokens": (_protein_tokens, 17,
                        "protein_tokens train_tokenizer per step: float(out['flow']), float(out['size']) "

@@ -3,10 +3,33 @@ naming the argument)."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import numbers
 
 import torch
+
+# Value checks (finite, normalised, binary, in range) read a tensor back to the host: one sync per check on
+# a GPU. ``experiments.train`` runs its first step with them and its later steps inside
+# :func:`trusted_values` (their inputs come from the same task, policy and sampler); a function called on
+# its own always checks. Type, shape and dtype checks never depend on this switch.
+_VALUE_CHECKS = contextvars.ContextVar("paced_rl_value_checks", default=True)
+
+
+def value_checks() -> bool:
+    """Whether the value checks run here (``False`` inside :func:`trusted_values`)."""
+    return _VALUE_CHECKS.get()
+
+
+@contextlib.contextmanager
+def trusted_values():
+    """Skip the value checks of the chapter's functions inside (type and shape checks still run)."""
+    token = _VALUE_CHECKS.set(False)
+    try:
+        yield
+    finally:
+        _VALUE_CHECKS.reset(token)
 
 
 def pos_float(name: str, x, *, allow_zero: bool = False) -> float:
@@ -48,7 +71,7 @@ def tensor(name: str, x, *, ndim: int | None = None, floating: bool = True, fini
         raise TypeError(f"{name} must be a floating-point tensor, got {x.dtype}")
     if not floating and (x.is_floating_point() or x.is_complex() or x.dtype == torch.bool):
         raise TypeError(f"{name} must be an integer tensor, got {x.dtype}")
-    if finite and x.is_floating_point() and not bool(torch.isfinite(x).all()):
+    if finite and x.is_floating_point() and value_checks() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} must be finite")
     return x
 
@@ -63,7 +86,7 @@ def same_shape(names: tuple[str, ...], *xs: torch.Tensor) -> None:
 def log_probs(name: str, x) -> torch.Tensor:
     """A floating tensor of log-probabilities: no NaN, no +inf (-inf marks probability zero)."""
     tensor(name, x, finite=False)
-    if bool(torch.isnan(x).any()) or bool((x == float("inf")).any()):
+    if value_checks() and (bool(torch.isnan(x).any()) or bool((x == float("inf")).any())):
         raise ValueError(f"{name} must hold log-probabilities (no NaN or +inf)")
     return x
 
@@ -72,6 +95,8 @@ def normalised_log_probs(name: str, x, tol: float = 1e-3) -> torch.Tensor:
     """Log-probabilities of distributions over the last axis: as :func:`log_probs`, and every row's
     ``logsumexp`` within ``tol`` of 0 (unnormalised rows would give a negative KL or a biased log Z)."""
     log_probs(name, x)
+    if not value_checks():
+        return x
     lse = torch.logsumexp(x.double(), -1)
     if not bool((lse.abs() <= tol).all()):
         worst = float(lse.abs().max())

@@ -3,6 +3,7 @@ method (notebook 2). Everything is batched over prompts and samples and runs unc
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import numpy as np
@@ -158,7 +159,14 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
     policy gradient before it is clipped to one, per step. The exact bias ``beta_kl`` and the exact
     accuracies of the selected prompts ``sel_p`` are measured on every ``bias_every``-th step (two
     exact enumerations of the batch each), a subsample of the steps. ``clip_policy`` is the norm the
-    policy gradient is clipped to (``None``: no clip, the control that removes it; ``Z_phi``'s clip stays)."""
+    policy gradient is clipped to (``None``: no clip, the control that removes it; ``Z_phi``'s clip stays).
+
+    No host sync per step where the method allows it (issue 43): the first step runs every value check of
+    the helpers (finite, normalised, binary, index range), the later ones run inside
+    :func:`._checks.trusted_values`; the per-step logs stay on the device and are read once after the loop
+    (the same float32 values the per-step ``float()`` gave). Two reads per step remain, both data-dependent
+    sizes: the replay push's ``nonzero`` of the successes (``paced``: the replay's CPU generator draws a
+    permutation of their number) and dynamic sampling's ``nonzero`` of the mixed groups (the batch size)."""
     if not isinstance(diagnostics, bool):
         raise TypeError(f"diagnostics must be a bool, got {diagnostics!r}")
     if method not in ALL_METHODS:
@@ -226,95 +234,102 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
         ev["eff_curve"].append(float(effective_correct_answers(policy, task, h1).mean()) if h1.numel()
                                else float("nan"))
 
+    zero = torch.zeros((), device=dev)                     # the logs of a step with no prompt left
     it = tqdm(range(steps), leave=False, desc=method) if progress else range(steps)
-    for step in it:
-        if step % eval_every == 0:
-            evaluate(step)
-        # 1. choose the prompts (Sec. 3.5 and the baselines' selectors)
-        n_draw = 2 * B if method == "dynamic_sampling" else (M if method in Z_SELECT + ORACLE_SELECT + ("history",)
-                                                             else B)
-        pool = task.train_idx[torch.randperm(task.n_train, generator=gen, device=dev)[:n_draw]]
-        with torch.no_grad():
-            p_hat_pool = accuracy_from_log_z(logz(E[pool]), beta)           # clipped, before the update
-        if method in Z_SELECT:
-            batch = select_prompts(p_hat_pool, pool, B, tau, gen)
-        elif method in ORACLE_SELECT:
-            batch = select_prompts(exact_acc(policy, task, pool), pool, B, tau, gen)
-        elif method == "history":
-            batch = select_prompts(hist(pool), pool, B, tau, gen)
-        else:
-            batch = pool
-        with torch.no_grad():
-            p_hat_batch = accuracy_from_log_z(logz(E[batch]), beta)
-        # 2. rollouts from pi_old (the only fresh samples)
-        idx = batch.repeat_interleave(G)
-        y = policy.sample(E[idx], gen)
-        r = task.reward(idx, y)
-        rg = r.view(-1, G)
-        fresh += idx.numel()
-        group_acc = rg.mean(1)
-        hist.update(batch, group_acc)
-        if method == "dynamic_sampling":                                      # keep up to B mixed groups
-            keep = keep_mixed_groups(rg, B)
-            per["mixed_frac"].append(float(((rg.sum(1) > 0) & (rg.sum(1) < G)).float().mean()))
-            batch, rg, group_acc = batch[keep], rg[keep], group_acc[keep]
-            y = y.view(-1, G, task.length)[keep].reshape(-1, task.length)
-            idx, r = batch.repeat_interleave(G), rg.reshape(-1)
-        else:
-            per["mixed_frac"].append(float(((rg.sum(1) > 0) & (rg.sum(1) < G)).float().mean()))
-        times[batch] += 1
-        per["n_fresh"].append(fresh)
-        if batch.numel() == 0:
-            if diagnostics and step % bias_every == 0:
-                per["beta_kl"].append(0.0)
-            per["grad_norm"].append(0.0)
-            continue
-        measure_bias = diagnostics and step % bias_every == 0
-        if measure_bias:
-            lp_old_all = exact_logp_all(policy, task, batch)
-            p_old_batch = (lp_old_all.exp() * task.reward_matrix(batch)).sum(-1)
-            sel_p.append(p_old_batch)
-            sel_type.append(task.types[batch])
-        # 3. the loss (one gradient step: pi_theta = pi_old at the gradient)
-        if method in GRPO_LOSS:
-            logp = policy.log_prob(E[idx], y)
-            loss = grpo_loss(logp, logp.detach(), grpo_advantages(rg).reshape(-1), length=task.length)
-            if method == "grpo_zsel":                 # Z_phi learns by the TB square on log Z alone
-                lp0 = logp.detach()
-                loss = loss + tb_loss(logz(E[idx]), lp0, lp0, r, beta)
-        else:
-            s_idx, s_y, s_r = idx, y, r
-            n_fresh_s = idx.numel()
-            if replay is not None and replay_size > 0:
-                got = replay.sample(replay_size)
-                if got is not None:
-                    s_idx, s_y, s_r = torch.cat([idx, got[0]]), torch.cat([y, got[1]]), torch.cat([r, got[2]])
-            logp = policy.log_prob(E[s_idx], s_y)
-            lz = logz(E[s_idx])
-            if replay is not None and not replay_updates_z:
-                lz = torch.cat([lz[:n_fresh_s], lz[n_fresh_s:].detach()])
-            if method == "flowrl":
-                with torch.no_grad():
-                    prior = ref.log_prob(E[s_idx], s_y)                       # (3.2): pi_ref
+    with contextlib.ExitStack() as trust:   # the trust ends with the loop, on an error too
+        for step in it:
+            if step == 1:     # the first step checks every value; the later ones (same task, policy and
+                trust.enter_context(ck.trusted_values())   # sampler) skip the checks that read the device
+            if step % eval_every == 0:
+                evaluate(step)
+            # 1. choose the prompts (Sec. 3.5 and the baselines' selectors)
+            n_draw = (2 * B if method == "dynamic_sampling"
+                      else M if method in Z_SELECT + ORACLE_SELECT + ("history",) else B)
+            pool = task.train_idx[torch.randperm(task.n_train, generator=gen, device=dev)[:n_draw]]
+            with torch.no_grad():
+                p_hat_pool = accuracy_from_log_z(logz(E[pool]), beta)           # clipped, before the update
+            if method in Z_SELECT:
+                batch = select_prompts(p_hat_pool, pool, B, tau, gen)
+            elif method in ORACLE_SELECT:
+                batch = select_prompts(exact_acc(policy, task, pool), pool, B, tau, gen)
+            elif method == "history":
+                batch = select_prompts(hist(pool), pool, B, tau, gen)
             else:
-                prior = logp.detach()                                         # (3.3): pi_old
-            loss = tb_loss(lz, logp, prior, s_r, beta)
-        opt.zero_grad(set_to_none=True)
-        zopt.zero_grad(set_to_none=True)
-        loss.backward()
-        per["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_norm)))
-        torch.nn.utils.clip_grad_norm_(logz.parameters(), 1.0)
-        opt.step()
-        if method not in ("grpo", "grpo_oracle"):
-            zopt.step()
-        # 4. bias of the estimate: beta KL(pi_old || pi_theta) on this batch, exactly
-        if measure_bias:
-            lp_new_all = exact_logp_all(policy, task, batch)
-            per["beta_kl"].append(float(beta * kl_divergence(lp_old_all, lp_new_all).mean()))
-        # 5. error-prioritised replay (Sec. 3.6): p_hat from before the update
-        if replay is not None:
-            replay.push(idx, y, r, p_hat_batch.repeat_interleave(G), group_acc.repeat_interleave(G))
+                batch = pool
+            with torch.no_grad():
+                p_hat_batch = accuracy_from_log_z(logz(E[batch]), beta)
+            # 2. rollouts from pi_old (the only fresh samples)
+            idx = batch.repeat_interleave(G)
+            y = policy.sample(E[idx], gen)
+            r = task.reward(idx, y)
+            rg = r.view(-1, G)
+            fresh += idx.numel()
+            group_acc = rg.mean(1)
+            hist.update(batch, group_acc)
+            if method == "dynamic_sampling":                                      # keep up to B mixed groups
+                keep = keep_mixed_groups(rg, B)
+                per["mixed_frac"].append(((rg.sum(1) > 0) & (rg.sum(1) < G)).float().mean())
+                batch, rg, group_acc = batch[keep], rg[keep], group_acc[keep]
+                y = y.view(-1, G, task.length)[keep].reshape(-1, task.length)
+                idx, r = batch.repeat_interleave(G), rg.reshape(-1)
+            else:
+                per["mixed_frac"].append(((rg.sum(1) > 0) & (rg.sum(1) < G)).float().mean())
+            times[batch] += 1
+            per["n_fresh"].append(fresh)
+            if batch.numel() == 0:
+                if diagnostics and step % bias_every == 0:
+                    per["beta_kl"].append(zero)
+                per["grad_norm"].append(zero)
+                continue
+            measure_bias = diagnostics and step % bias_every == 0
+            if measure_bias:
+                lp_old_all = exact_logp_all(policy, task, batch)
+                p_old_batch = (lp_old_all.exp() * task.reward_matrix(batch)).sum(-1)
+                sel_p.append(p_old_batch)
+                sel_type.append(task.types[batch])
+            # 3. the loss (one gradient step: pi_theta = pi_old at the gradient)
+            if method in GRPO_LOSS:
+                logp = policy.log_prob(E[idx], y)
+                loss = grpo_loss(logp, logp.detach(), grpo_advantages(rg).reshape(-1), length=task.length)
+                if method == "grpo_zsel":                 # Z_phi learns by the TB square on log Z alone
+                    lp0 = logp.detach()
+                    loss = loss + tb_loss(logz(E[idx]), lp0, lp0, r, beta)
+            else:
+                s_idx, s_y, s_r = idx, y, r
+                n_fresh_s = idx.numel()
+                if replay is not None and replay_size > 0:
+                    got = replay.sample(replay_size)
+                    if got is not None:
+                        s_idx, s_y, s_r = (torch.cat([idx, got[0]]), torch.cat([y, got[1]]),
+                                           torch.cat([r, got[2]]))
+                logp = policy.log_prob(E[s_idx], s_y)
+                lz = logz(E[s_idx])
+                if replay is not None and not replay_updates_z:
+                    lz = torch.cat([lz[:n_fresh_s], lz[n_fresh_s:].detach()])
+                if method == "flowrl":
+                    with torch.no_grad():
+                        prior = ref.log_prob(E[s_idx], s_y)                       # (3.2): pi_ref
+                else:
+                    prior = logp.detach()                                         # (3.3): pi_old
+                loss = tb_loss(lz, logp, prior, s_r, beta)
+            opt.zero_grad(set_to_none=True)
+            zopt.zero_grad(set_to_none=True)
+            loss.backward()
+            per["grad_norm"].append(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_norm))
+            torch.nn.utils.clip_grad_norm_(logz.parameters(), 1.0)
+            opt.step()
+            if method not in ("grpo", "grpo_oracle"):
+                zopt.step()
+            # 4. bias of the estimate: beta KL(pi_old || pi_theta) on this batch, exactly
+            if measure_bias:
+                lp_new_all = exact_logp_all(policy, task, batch)
+                per["beta_kl"].append(beta * kl_divergence(lp_old_all, lp_new_all).mean())
+            # 5. error-prioritised replay (Sec. 3.6): p_hat from before the update
+            if replay is not None:
+                replay.push(idx, y, r, p_hat_batch.repeat_interleave(G), group_acc.repeat_interleave(G))
     evaluate(steps)
+    for k in ("mixed_frac", "beta_kl", "grad_norm"):        # kept on the device, read once (float64 holds
+        per[k] = _read_logs(per[k])                          # every float32 value exactly, as float() did)
     out = {k: np.asarray(v, dtype=float) for k, v in {**ev, **per}.items()}
     out["ks"] = np.asarray(ks)
     if diagnostics:
@@ -327,6 +342,13 @@ def train(method: str, task: HiddenRuleTask, policy: ARPolicy, *, steps: int = 1
     if return_models:
         out["_logz"] = logz
     return out
+
+
+def _read_logs(logs: list) -> np.ndarray:
+    """Per-step scalar tensors (float32, or the policy's dtype) as one float64 array, in one read."""
+    if not logs:
+        return np.zeros(0)
+    return torch.stack([t.detach().to(torch.float64) for t in logs]).cpu().numpy()
 
 
 def run_methods(cfg, task: HiddenRuleTask, methods, seeds, *, progress: bool = True, lrs: dict | None = None,

@@ -65,14 +65,14 @@ def tb_loss(log_z: torch.Tensor, logp: torch.Tensor, logp_prior: torch.Tensor, r
     if not isinstance(check_binary, bool):
         raise TypeError(f"check_binary must be a bool, got {check_binary!r}")
     res = tb_residual(log_z, logp, logp_prior, reward, beta)
-    if check_binary and not bool(((reward == 0) | (reward == 1)).all()):
+    if check_binary and ck.value_checks() and not bool(((reward == 0) | (reward == 1)).all()):
         raise ValueError("reward must be binary (0 or 1) for PACED-RL's accuracy reading; pass check_binary=False")
     sq = res.square()
     if weight is None:
         return sq.mean()
     ck.tensor("weight", weight)
     ck.same_shape(("log_z", "weight"), log_z, weight)
-    if bool((weight < 0).any()) or float(weight.sum()) <= 0:
+    if ck.value_checks() and (bool((weight < 0).any()) or float(weight.sum()) <= 0):
         raise ValueError("weight must be non-negative with a positive sum")
     return (weight.detach() * sq).sum() / weight.detach().sum()
 
@@ -86,7 +86,7 @@ def kl_divergence(logp_p_all: torch.Tensor, logp_q_all: torch.Tensor) -> torch.T
     p = logp_p_all.exp()
     diff = torch.where(p > 0, logp_p_all - logp_q_all, torch.zeros_like(p))
     out = (p * diff).sum(-1)
-    if not bool(torch.isfinite(out).all()):
+    if ck.value_checks() and not bool(torch.isfinite(out).all()):
         raise ValueError("logp_q_all must be > -inf wherever logp_p_all is (q > 0 where p > 0)")
     return out
 
@@ -108,7 +108,7 @@ def optimal_log_z(logp_theta_all: torch.Tensor, logp_old_all: torch.Tensor, rewa
     p_old = logp_old_all.exp()
     resid = reward_all / beta - torch.where(p_old > 0, logp_theta_all - logp_old_all, torch.zeros_like(p_old))
     out = (p_old * resid).sum(-1)
-    if not bool(torch.isfinite(out).all()):
+    if ck.value_checks() and not bool(torch.isfinite(out).all()):
         raise ValueError("logp_theta_all must be > -inf wherever pi_old > 0 (and the sums finite)")
     return out
 
@@ -121,7 +121,7 @@ def log_z_true(logp_old_all: torch.Tensor, reward_all: torch.Tensor, beta: float
     ck.tensor("reward_all", reward_all)
     ck.same_shape(("logp_old_all", "reward_all"), logp_old_all, reward_all)
     out = torch.logsumexp(logp_old_all + reward_all / beta, -1)
-    if not bool(torch.isfinite(out).all()):
+    if ck.value_checks() and not bool(torch.isfinite(out).all()):
         raise ValueError("logp_old_all must give a positive total probability")
     return out
 
@@ -141,7 +141,7 @@ def mixed_group_probability(p, group_size: int):
     """P(a group of G binary rewards is mixed) = 1 - p^G - (1-p)^G (Sec. 3.5), maximal at p = 1/2."""
     ck.count("group_size", group_size, 1)
     p = ck.tensor("p", torch.as_tensor(p, dtype=torch.float64) if not isinstance(p, torch.Tensor) else p)
-    if bool(((p < 0) | (p > 1)).any()):
+    if ck.value_checks() and bool(((p < 0) | (p > 1)).any()):
         raise ValueError("p must lie in [0, 1]")
     return 1 - p**group_size - (1 - p) ** group_size
 
@@ -210,7 +210,7 @@ class ErrorPrioritizedReplay:
                         ("obs_acc_per_sample", obs_acc_per_sample)):
             if t.shape[0] != n:
                 raise ValueError(f"{name} must have {n} rows like prompt_idx, got {t.shape[0]}")
-        if not bool(((reward == 0) | (reward == 1)).all()):
+        if ck.value_checks() and not bool(((reward == 0) | (reward == 1)).all()):
             raise ValueError("reward must be binary (0 or 1)")
         if self.y is None:
             self._alloc(y)
