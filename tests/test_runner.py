@@ -188,6 +188,18 @@ def test_bad_option_values_name_the_option(option, value):
     assert f"argument {option}: expected a positive integer, got '{value}'" in lines[0]
 
 
+@pytest.mark.parametrize("scale, cell_s, total_s", [("smoke", 900, 1800), ("book", 3600, 7200), ("gpu", 3600, 7200)])
+def test_wall_limits_default_by_scale_and_yield_to_the_options(scale, cell_s, total_s):
+    from icml26.book.__main__ import _default_timeouts, _parser
+
+    args = _parser().parse_args(["run", "--scale", scale])
+    _default_timeouts(args)
+    assert (args.cell_timeout, args.timeout) == (cell_s, total_s)
+    args = _parser().parse_args(["run", "--scale", scale, "--cell-timeout", "5", "--timeout", "7"])
+    _default_timeouts(args)
+    assert (args.cell_timeout, args.timeout) == (5, 7)
+
+
 def test_dry_needs_the_gpu_scale():
     proc = cli(Path(__file__).resolve().parents[1], "run", "--dry", "--scale", "smoke", "--chapter", "front")
     assert proc.returncode == 2 and "--dry needs --scale gpu" in proc.stderr

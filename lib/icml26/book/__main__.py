@@ -57,8 +57,10 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--notebook", action="append", help="path of one notebook source; repeatable")
         cmd.add_argument("--jobs", type=_positive, default=1, help="notebooks executed at once")
         cmd.add_argument("--force", action="store_true", help="execute even when the cache is fresh")
-        cmd.add_argument("--cell-timeout", type=_positive, default=900)
-        cmd.add_argument("--timeout", type=_positive, default=1800, help="seconds per notebook")
+        cmd.add_argument("--cell-timeout", type=_positive, default=None,
+                         help="wall seconds per code cell (default: 900 at smoke, 3600 at book and gpu)")
+        cmd.add_argument("--timeout", type=_positive, default=None,
+                         help="wall seconds per notebook (default: 1800 at smoke, 7200 at book and gpu)")
         cmd.add_argument("--no-strict", action="store_true", help="build: do not turn warnings into errors")
         if name == "run":
             cmd.add_argument("--dry", action="store_true",
@@ -89,12 +91,27 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Wall-clock limits. A book notebook is sized to 300 CPU seconds on one thread, but a reader's laptop that
+# runs other work, or notebooks in parallel, stretches its wall time several-fold: the book and gpu scales get
+# limits that catch a hung kernel, not a slow one.
+DEFAULT_TIMEOUTS = {"smoke": (900, 1800), "book": (3600, 7200), "gpu": (3600, 7200)}
+
+
+def _default_timeouts(args) -> None:
+    cell, total = DEFAULT_TIMEOUTS.get(getattr(args, "scale", "smoke"), DEFAULT_TIMEOUTS["smoke"])
+    if getattr(args, "cell_timeout", 0) is None:
+        args.cell_timeout = cell
+    if getattr(args, "timeout", 0) is None:
+        args.timeout = total
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         if args.command is None:
             raise BookError("a command is needed: run, nbval, build, all, check, student, verify or import-ledger "
                             "(see --help)")
+        _default_timeouts(args)
         if args.command == "_execute":
             report = execute_one(args.src, args.out, args.scale, args.cwd, args.cell_timeout)
             print(json.dumps(report))
