@@ -354,60 +354,69 @@ def test_model_study_controls_single_runs_and_cost():
 
 
 def test_teacher_controls_runs_oracle_rf_v_teacher_and_cost():
-    # issue 38.3: the lambda sweep (0 is RF-x), the oracle teacher (true motion) and RF-v + teacher
+    # issue 38.3: the lambda sweep on validation (0 is RF-x), the paired rows at the tuned weight, the oracle
+    # teacher (true motion) and RF-v + teacher
     from dataclasses import replace
 
     from icml26.pdrf import cost
 
     base = m.preset("smoke")
     assert m.preset("book").ctrl_rf_v is False and m.preset("gpu").ctrl_rf_v is True
-    names = [r[0] for r in ex.control_runs(replace(base, ctrl_rf_v=True))]
-    assert names == [f"lambda={v:g}" for v in base.ctrl_lambdas] + ["oracle", "rf_v", "rf_v_phy"]
-    assert ex.control_runs(base)[0][1:] == ("rf_x", "none", 0.0)
-    # the oracle teacher is trained at the sweep's largest weight (issue 38.3 referee)
-    assert [r for r in ex.control_runs(base) if r[0] == "oracle"] == [("oracle", "pdrf", "oracle",
-                                                                       max(base.ctrl_lambdas))]
+    assert m.preset("gpu").ctrl_oracle is True
+    names = [r[0] for r in ex.control_runs(replace(base, ctrl_rf_v=True, ctrl_oracle=True), 3.0)]
+    assert names == ["rf_x", "tuned", "oracle", "rf_v", "rf_v_phy"]
+    assert ex.control_runs(base, 3.0) == [("rf_x", "rf_x", "none", 0.0), ("tuned", "pdrf", "est", 3.0)]
+    # the oracle teacher is trained at the tuned weight
+    assert [r for r in ex.control_runs(replace(base, ctrl_oracle=True), 3.0) if r[0] == "oracle"] == \
+        [("oracle", "pdrf", "oracle", 3.0)]
+    for bad in (0.0, -1.0, float("nan"), True):
+        with pytest.raises(ValueError, match="lam"):
+            ex.control_runs(base, bad)
+    # issue 38 (grid edge): the book grid spans 0 to 1000 in decades; five paired seeds for the rows
     book = m.preset("book")
-    assert book.ctrl_lambdas == (0.0, 0.1, 3.0, 10.0) and book.ctrl_probe > max(book.ctrl_lambdas)
-    for bad in ((), (0.0, 0.0, 0.1), (0.0, -1.0, 0.1), (0.0, float("nan"), 0.1), (0.1, 1.0), (0.0, 1.0)):
+    assert book.ctrl_lambdas == (0.0, 10.0, 100.0, 1000.0) and len(book.ctrl_seeds) >= 5
+    for bad in ((), (0.0, 0.0, 0.1), (0.0, -1.0, 0.1), (0.0, float("nan"), 0.1), (0.1, 1.0), (0.0,), (0.0, 1.0, 0.5)):
         with pytest.raises(ValueError, match="ctrl_lambdas"):
-            ex.control_runs(replace(base, ctrl_lambdas=bad))
-    cfg = replace(base, steps=1, n_train=16, n_test=8, eval_batch=8, ctrl_n_val=8, ctrl_lambdas=(0.0, 0.1),
-                  ctrl_seeds=(0, 1), ctrl_rf_v=True)
+            ex.teacher_sweep(replace(base, ctrl_lambdas=bad), {})
+    cfg = replace(base, steps=1, n_train=16, n_test=8, eval_batch=8, ctrl_n_val=8, ctrl_lambdas=(0.0, 0.1, 0.3),
+                  ctrl_seeds=(0, 1), ctrl_rf_v=True, ctrl_oracle=True)
     study = ex.classical_study(cfg)
     data = ex.control_data(cfg, study)
-    ctl = ex.teacher_controls(cfg, data, seeds=(0,))
-    ctl = ex.teacher_controls(cfg, data, seeds=(1,), previous=ctl)
-    assert ctl["seeds"] == [0, 1]
-    for key in ("test_csi_m", "test_adv", "test_bias", "val_csi_m"):
-        assert set(ctl[key]) == {"lambda=0", "lambda=0.1", "oracle", "rf_v", "rf_v_phy"}
+    sw = ex.teacher_sweep(cfg, data)
+    assert sw["seed"] == 0 and sw["lambdas"] == (0.0, 0.1, 0.3)
+    assert all(sw[k].shape == (3,) and np.isfinite(sw[k]).all() for k in ("val_csi_m", "test_csi_m", "test_adv"))
+    assert list(ex.sweep_table(sw).index) == [0.0, 0.1, 0.3]
+    ctl = ex.teacher_controls(cfg, data, 0.3, seeds=(0,), sweep=sw)
+    ctl = ex.teacher_controls(cfg, data, 0.3, seeds=(1,), previous=ctl, sweep=sw)
+    assert ctl["seeds"] == [0, 1] and ctl["lam"] == 0.3
+    for key in ("test_csi_m", "test_adv", "test_bias"):
+        assert set(ctl[key]) == {"rf_x", "tuned", "oracle", "rf_v", "rf_v_phy"}
         assert all(v.shape == (2,) and np.isfinite(v).all() for v in ctl[key].values() if key != "test_bias")
+    # the sweep's seed: RF-x and the tuned weight are the sweep's runs, and training them again gives the same
+    assert ctl["test_csi_m"]["rf_x"][0] == sw["test_csi_m"][0] and ctl["test_adv"]["tuned"][0] == sw["test_adv"][2]
+    again = ex.teacher_controls(replace(cfg, ctrl_rf_v=False, ctrl_oracle=False), data, 0.3, seeds=(0,))
+    assert again["test_adv"]["tuned"][0] == sw["test_adv"][2] and again["test_csi_m"]["rf_x"][0] == sw["test_csi_m"][0]
     assert set(data["teacher_scores"]) == {"est", "oracle"}
     assert data["teacher_scores"]["est"]["csi_m"] == pytest.approx(study["scores"]["sl_est"]["csi_m"])
-    # the probe beyond the sweep: one seed, the same run as a sweep member would be at that weight
-    pr = ex.teacher_probe(replace(cfg, ctrl_probe=0.3), data)
-    assert pr["lambda"] == 0.3 and pr["seed"] == 0 and set(pr) >= {"test_csi_m", "test_adv", "test_bias", "val_csi_m"}
-    same = ex.teacher_controls(replace(cfg, ctrl_lambdas=(0.0, 0.1, 0.3), ctrl_oracle=False, ctrl_rf_v=False), data,
-                               seeds=(0,))
-    assert pr["val_csi_m"] == same["val_csi_m"]["lambda=0.3"][0] and pr["test_adv"] == same["test_adv"]["lambda=0.3"][0]
-    for bad in (0.1, -1.0, float("inf"), True):
-        with pytest.raises(ValueError, match="ctrl_probe"):
-            ex.teacher_probe(replace(cfg, ctrl_probe=bad), data)
-    with pytest.raises(ValueError, match="seed"):
-        ex.teacher_probe(replace(cfg, ctrl_probe=0.3), data, seed=1.5)
-    with pytest.raises(ValueError, match="data"):
-        ex.teacher_probe(replace(cfg, ctrl_probe=0.3), {"train": data["train"]})
-    one = ex.teacher_controls(replace(cfg, ctrl_rf_v=False), data, seeds=(1,))
-    assert all(np.array_equal(one[k][n], ctl[k][n][1:]) for k in ("test_csi_m", "val_csi_m") for n in one[k])
+    one = ex.teacher_controls(replace(cfg, ctrl_rf_v=False), data, 0.3, seeds=(1,))
+    assert all(np.array_equal(one[k][n], ctl[k][n][1:]) for k in ("test_csi_m", "test_adv") for n in one[k])
     with pytest.raises(ValueError, match="study"):
         ex.control_data(cfg, {"frames": study["frames"]})
     with pytest.raises(ValueError, match="ctrl_n_val"):
         ex.control_data(replace(cfg, ctrl_n_val=0), study)
     for bad in ((0, 0), (1,), (), (0.5,)):
         with pytest.raises(ValueError, match="seeds"):
-            ex.teacher_controls(cfg, data, seeds=bad, previous=ctl if bad == (1,) else None)
+            ex.teacher_controls(cfg, data, 0.3, seeds=bad, previous=ctl if bad == (1,) else None)
+    with pytest.raises(ValueError, match="lam"):
+        ex.teacher_controls(cfg, data, 0.1, seeds=(2,), previous=ctl)
     with pytest.raises(ValueError, match="data"):
-        ex.teacher_controls(cfg, {"train": data["train"]})
+        ex.teacher_controls(cfg, {"train": data["train"]}, 0.3)
+    with pytest.raises(ValueError, match="data"):
+        ex.teacher_sweep(cfg, {"train": data["train"]})
+    with pytest.raises(ValueError, match="sweep"):
+        ex.teacher_controls(cfg, data, 0.3, seeds=(0,), sweep={"seed": 0})
+    with pytest.raises(ValueError, match="seed"):
+        ex.teacher_sweep(cfg, data, seed=1.5)
     # RF-v + teacher: the teacher term enters the velocity loss (lambda 0 gives RF-v's weights)
     x, two = m.generate_radar(16, cfg.radar, _gen(0)), replace(cfg, steps=2, ema_every=1)
     a, _ = ex.train_model(two, "rf_v", x, seed=3)
@@ -417,9 +426,9 @@ def test_teacher_controls_runs_oracle_rf_v_teacher_and_cost():
     assert all(torch.equal(v, c.state_dict()[n]) for n, v in a.state_dict().items())
     gpu = m.preset("gpu")
     item = cost.notebooks("gpu")["02-radar-nowcasting"][0]
-    assert item.count == (len(gpu.ctrl_seeds) * (len(gpu.ctrl_lambdas) + 1 + 2) + 1) * gpu.steps
+    assert item.count == (len(gpu.ctrl_lambdas) + len(gpu.ctrl_seeds) * (2 + 1 + 2) - 2) * gpu.steps
     dry = gpu.dry_run()
-    assert len(dry.ctrl_seeds) == 1 and dry.ctrl_n_val <= 8 and dry.ctrl_lambdas == (0.0, gpu.lambda_phy)
+    assert len(dry.ctrl_seeds) == 1 and dry.ctrl_n_val <= 8 and dry.ctrl_lambdas == gpu.ctrl_lambdas[:2]
 
 
 def test_release_teacher_gap_zero_motion_is_the_spline_smoothing():
@@ -528,3 +537,34 @@ def test_bad_inputs():
         m.RadarConfig(t_in=1)
     with pytest.raises(ValueError, match="t_out"):
         m.RadarConfig(t_out=0)
+
+
+def test_train_loop_no_host_sync_per_step():
+    # issue 43: the training loop notebooks 2 and 3 call reads nothing from the host per step (before: 5
+    # syncs per step for the U-Net, 7 for RF-x, 8 for PDRF: float() of three losses and isfinite checks);
+    # the losses are kept on the device and read once after the loop, as float32 values
+    from icml26.book.budget import count_step
+    from icml26.pdrf import flow
+
+    cfg = m.preset("smoke")
+    x = m.generate_radar(16, cfg.radar, _gen(0))
+    teach = x[:, cfg.radar.t_in:].flip(-1).contiguous()
+
+    def run(kind, n):
+        torch.manual_seed(1)
+        return flow.train(ex.make_unet(cfg, kind), kind, x, n, batch_size=4, lr=1e-3, lambda_phy=0.5,
+                          teacher=teach if kind == "pdrf" else None, t_eps=0.2, ema_every=2, progress=False)
+
+    for kind in ("det", "rf_x", "pdrf"):
+        one, three = count_step(lambda k=kind: run(k, 1)), count_step(lambda k=kind: run(k, 3))
+        assert three.syncs == one.syncs, kind
+        _, h = run(kind, 3)
+        assert all(len(v) == 3 for v in h.values())
+        assert all(float(torch.tensor(v, dtype=torch.float32)) == v for v in h["loss"] + h["loss_phy"])
+        assert (min(h["loss_phy"]) > 0) == (kind == "pdrf")
+    with pytest.raises(ValueError, match="teacher"):
+        flow.train(ex.make_unet(cfg, "pdrf"), "pdrf", x, 1, teacher=teach[:, :2], progress=False)
+    bad = teach.clone()
+    bad[0, 0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="teacher"):
+        flow.train(ex.make_unet(cfg, "pdrf"), "pdrf", x, 1, teacher=bad, progress=False)

@@ -8,10 +8,11 @@ chapter's ``gpu_check`` U-Net training step, built at the **gpu** preset's sizes
 gpu scale only (smoke and book declare no items yet). Forecasting the test set is one 5-step sampling of the
 ``gpu_check`` batch per ``eval_batch`` chunk and generative model. Notebook 1 trains the toy flow twice for
 ``toy_steps``: one step of :func:`~icml26.pdrf.experiments.train_toy` (``toy_steps = 1``). Notebook 2 trains
-the teacher controls (:func:`~icml26.pdrf.experiments.teacher_controls`): per seed of ``cfg.ctrl_seeds``, one
-model per teacher weight of ``cfg.ctrl_lambdas``, the oracle teacher with ``cfg.ctrl_oracle``, RF-v and RF-v +
-teacher with ``cfg.ctrl_rf_v``, each for ``cfg.steps`` steps, plus one probe run at ``cfg.ctrl_probe`` (first seed
-only), and samples the test and validation sets once each per model."""
+the teacher sweep (:func:`~icml26.pdrf.experiments.teacher_sweep`: one model per weight of ``cfg.ctrl_lambdas`` on
+the first seed, sampling the test and validation sets) and the teacher controls
+(:func:`~icml26.pdrf.experiments.teacher_controls`: per seed of ``cfg.ctrl_seeds``, RF-x and the tuned weight, the
+first seed's two taken from the sweep, the oracle teacher with ``cfg.ctrl_oracle``, RF-v and RF-v + teacher with
+``cfg.ctrl_rf_v``, each for ``cfg.steps`` steps, sampling the test set)."""
 
 from __future__ import annotations
 
@@ -44,13 +45,13 @@ def notebooks(scale: str) -> dict:
     controls = int(pick(cfg, "control_t_eps") is not None) + int(bool(pick(cfg, "still_control", False)))
     runs = singles + 2 * seeds + controls
     chunks = -(-pick(cfg, "n_test", 1) // max(pick(cfg, "eval_batch", 1), 1))
-    n_ctrl = n_of(pick(cfg, "ctrl_seeds"), 0) * (n_of(pick(cfg, "ctrl_lambdas"), 0) + int(bool(pick(cfg, "ctrl_oracle")))
-                                                 + 2 * int(bool(pick(cfg, "ctrl_rf_v")))) \
-        + int(bool(pick(cfg, "ctrl_probe", 0)))                  # the probe beyond the sweep: one seed
+    n_sweep = n_of(pick(cfg, "ctrl_lambdas"), 0)
+    per_seed = 2 + int(bool(pick(cfg, "ctrl_oracle"))) + 2 * int(bool(pick(cfg, "ctrl_rf_v")))
+    n_ctrl = n_sweep + n_of(pick(cfg, "ctrl_seeds"), 0) * per_seed - 2      # the sweep's seed reuses two runs
     val_chunks = -(-pick(cfg, "ctrl_n_val", 0) // max(pick(cfg, "eval_batch", 1), 1))
     nb2 = [Item(f"U-Net train step ({n_ctrl} teacher-control models)", n_ctrl * pick(cfg, "steps", 0),
                 _kernel("pdrf train step")),
-           Item("5-step sampling of one test or validation chunk", (chunks + val_chunks) * n_ctrl,
+           Item("5-step sampling of one test or validation chunk", chunks * n_ctrl + val_chunks * n_sweep,
                 _kernel("pdrf 5-step sampling"))]
     nb1 = [Item(f"toy flow step ({p}-prediction)", pick(cfg, "toy_steps", 0), _toy(cfg, p)) for p in ("v", "x")]
     nb3 = [Item(f"U-Net train step ({runs} models)", runs * pick(cfg, "steps", 0), _kernel("pdrf train step")),

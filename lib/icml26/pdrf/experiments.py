@@ -355,24 +355,29 @@ def model_study(cfg, device=None) -> dict:
             "epe_rain": ms["epe_rain"], "half": half, "per_seed": per_seed, "est": ms["est"]}
 
 
-def control_runs(cfg) -> list[tuple[str, str, str, float]]:
-    """The runs of :func:`teacher_controls` for one seed, as ``(name, kind, teacher, lambda_phy)``:
-    the teacher-weight sweep ``cfg.ctrl_lambdas`` (0 is RF-x; names ``"lambda=<value>"``), the oracle
-    teacher at the largest weight of the sweep (``"oracle"``: where the teacher term has the most
-    power) and, with ``cfg.ctrl_rf_v``, RF-v and RF-v + teacher at ``cfg.lambda_phy`` (``"rf_v"``,
-    ``"rf_v_phy"``)."""
-    lams = tuple(cfg.ctrl_lambdas)
+def _check_lambdas(lams) -> tuple:
+    lams = tuple(lams)
     if not lams or any(isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v) or v < 0
                        for v in lams):
         raise ValueError(f"ctrl_lambdas must be a non-empty tuple of finite numbers >= 0, got {lams!r}")
-    if len(set(lams)) != len(lams):
-        raise ValueError(f"ctrl_lambdas must not repeat a value, got {lams!r}")
-    if 0 not in lams or cfg.lambda_phy not in lams:
-        raise ValueError(f"ctrl_lambdas must hold 0 (RF-x) and lambda_phy={cfg.lambda_phy} (PDRF), got {lams!r}")
-    runs = [(f"lambda={float(v):g}", "rf_x" if v == 0 else "pdrf", "none" if v == 0 else "est", float(v))
-            for v in lams]
+    if len(set(lams)) != len(lams) or list(lams) != sorted(lams):
+        raise ValueError(f"ctrl_lambdas must be increasing without repeats, got {lams!r}")
+    if 0 not in lams or len(lams) < 2:
+        raise ValueError(f"ctrl_lambdas must hold 0 (RF-x) and at least one weight > 0, got {lams!r}")
+    return tuple(float(v) for v in lams)
+
+
+def control_runs(cfg, lam: float) -> list[tuple[str, str, str, float]]:
+    """The rows of :func:`teacher_controls` for one seed, as ``(name, kind, teacher, lambda_phy)``: RF-x
+    (``"rf_x"``, lambda 0), PDRF with the estimated-motion teacher at the weight ``lam`` chosen on
+    validation (``"tuned"``), with ``cfg.ctrl_oracle`` the oracle teacher at the same weight
+    (``"oracle"``) and, with ``cfg.ctrl_rf_v``, RF-v and RF-v + teacher at ``cfg.lambda_phy``
+    (``"rf_v"``, ``"rf_v_phy"``)."""
+    if isinstance(lam, bool) or not isinstance(lam, int | float) or not np.isfinite(lam) or lam <= 0:
+        raise ValueError(f"lam must be a finite number > 0 (the tuned teacher weight), got {lam!r}")
+    runs = [("rf_x", "rf_x", "none", 0.0), ("tuned", "pdrf", "est", float(lam))]
     if cfg.ctrl_oracle:
-        runs.append(("oracle", "pdrf", "oracle", float(max(lams))))
+        runs.append(("oracle", "pdrf", "oracle", float(lam)))
     if cfg.ctrl_rf_v:
         runs += [("rf_v", "rf_v", "none", 0.0), ("rf_v_phy", "rf_v_phy", "est", float(cfg.lambda_phy))]
     return runs
@@ -410,39 +415,77 @@ def control_data(cfg, study: dict, device=None) -> dict:
             "vnoise": torch.randn(vobs.shape, generator=torch.Generator().manual_seed(4343)).to(vobs)}
 
 
-def teacher_controls(cfg, data: dict, seeds=None, previous: dict | None = None) -> dict:
-    """NB2: what the teacher contributes (spec Sec. 3.6 ablations and P4), with notebook 3's recipe.
+SWEEP_KEYS = ("val_csi_m", "test_csi_m", "test_adv", "test_bias")
+CONTROL_KEYS = ("test_csi_m", "test_adv", "test_bias")
+_NEED = ("train", "teachers", "cond", "obs", "x_sl", "vcond", "vobs", "noise", "vnoise")
+
+
+def _check_data(data):
+    if not isinstance(data, dict) or any(k not in data for k in _NEED):
+        raise ValueError("data must be control_data's result")
+
+
+def teacher_sweep(cfg, data: dict, seed: int | None = None) -> dict:
+    """NB2: the teacher-weight sweep read on validation data (spec Sec. 3.6, P4; F15).
+
+    One run per weight of ``cfg.ctrl_lambdas`` (0 is RF-x; estimated-motion teacher, Eq. 14's weight)
+    on one training seed (default the first of ``cfg.ctrl_seeds``), notebook 3's recipe
+    (:func:`train_model`), each scored on the validation sequences (CSI-M: the number the weight is
+    chosen by) and on the test set (CSI-M, MSE to X_SL and frequency bias at 0.55: the trade-off
+    curve). The runs at 0 and at the chosen weight are the same runs :func:`teacher_controls` would
+    train on that seed, and it reuses them. Returns ``{"seed", "lambdas", <SWEEP_KEYS>: (n_lambda,)}``."""
+    lams = _check_lambdas(cfg.ctrl_lambdas)
+    seed = cfg.ctrl_seeds[0] if seed is None else seed
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an int, got {seed!r}")
+    _check_data(data)
+    out = {k: np.zeros(len(lams)) for k in SWEEP_KEYS}
+    for i, lam in enumerate(tqdm(lams, desc="teacher sweep", leave=False)):
+        r = _control_run(cfg, data, seed, "rf_x" if lam == 0 else "pdrf", "none" if lam == 0 else "est", lam,
+                         val=True)
+        for k in SWEEP_KEYS:
+            out[k][i] = r[k]
+    return {"seed": seed, "lambdas": lams, **out}
+
+
+def teacher_controls(cfg, data: dict, lam: float, seeds=None, previous: dict | None = None,
+                     sweep: dict | None = None) -> dict:
+    """NB2: what the teacher contributes, on paired training seeds (spec Sec. 3.6 ablations and P4).
 
     For every seed of ``seeds`` (default ``cfg.ctrl_seeds``; paired: same initial weights, batches and
-    flow noise per seed, :func:`train_model`) trains the runs of :func:`control_runs` on
-    :func:`control_data`'s training set: the teacher-weight sweep (lambda 0 = RF-x; Eq. 14's weight), PDRF
-    with the oracle teacher (true motion) and, with ``cfg.ctrl_rf_v``, RF-v with and without the
-    teacher term. Each run is scored on the test set (CSI-M and the MSE to X_SL, mean over leads;
-    NB3's shared noise) and on the validation sequences (CSI-M, read to choose lambda). ``previous``
-    (an earlier result on other seeds) is extended, so that a notebook can train its seeds in
-    separate cells. Returns ``{"seeds", "runs", "test_csi_m", "test_adv", "test_bias", "val_csi_m"}`` with
-    ``{name: (n_seeds,)}`` arrays (``test_bias``: frequency bias at 0.55, :func:`bias_at`)."""
+    flow noise per seed, :func:`train_model`) trains the rows of :func:`control_runs` at the weight
+    ``lam`` (chosen on validation by :func:`teacher_sweep`) on :func:`control_data`'s training set and
+    scores each on the test set (CSI-M, MSE to X_SL mean over leads, frequency bias at 0.55; NB3's
+    shared noise). On the sweep's seed the RF-x run and the run at ``lam`` are taken from ``sweep``
+    (the same runs) instead of being trained again. ``previous`` (an earlier result on other seeds) is
+    extended, so that a notebook can train its seeds in separate cells. Returns ``{"seeds", "runs",
+    "lam", <CONTROL_KEYS>: {name: (n_seeds,)}}``."""
     seeds = tuple(cfg.ctrl_seeds if seeds is None else seeds)
     done = [] if previous is None else list(previous["seeds"])
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in seeds) or len(set(seeds + tuple(done))) \
             != len(seeds) + len(done) or not (seeds or done):
         raise ValueError(f"seeds must be distinct ints, new to previous {done}, got {seeds!r}")
-    need = ("train", "teachers", "cond", "obs", "x_sl", "vcond", "vobs", "noise", "vnoise")
-    if not isinstance(data, dict) or any(k not in data for k in need):
-        raise ValueError("data must be control_data's result")
-    runs = control_runs(cfg)
-    keys = CONTROL_KEYS
-    out = {k: {name: np.zeros(len(seeds)) for name, *_ in runs} for k in keys}
+    _check_data(data)
+    runs = control_runs(cfg, lam)
+    if previous is not None and previous.get("lam") != float(lam):
+        raise ValueError(f"lam must be previous's weight {previous.get('lam')}, got {lam!r}")
+    reuse = {}
+    if sweep is not None:
+        if not isinstance(sweep, dict) or any(k not in sweep for k in ("seed", "lambdas", *SWEEP_KEYS)):
+            raise ValueError("sweep must be teacher_sweep's result")
+        for name, _, teach, lr in runs:
+            if teach in ("none", "est") and lr in sweep["lambdas"] and name in ("rf_x", "tuned"):
+                j = list(sweep["lambdas"]).index(lr)
+                reuse[(sweep["seed"], name)] = {k: float(sweep[k][j]) for k in CONTROL_KEYS}
+    out = {k: {name: np.zeros(len(seeds)) for name, *_ in runs} for k in CONTROL_KEYS}
     jobs = [(i, s, run) for i, s in enumerate(seeds) for run in runs]
-    for i, s, (name, kind, teach, lam) in tqdm(jobs, desc="teacher controls", leave=False):
-        for k, v in _control_run(cfg, data, int(s), kind, teach, lam).items():
-            out[k][name][i] = v
+    for i, s, (name, kind, teach, lr) in tqdm(jobs, desc="teacher controls", leave=False):
+        r = reuse.get((s, name)) or _control_run(cfg, data, int(s), kind, teach, lr)
+        for k in CONTROL_KEYS:
+            out[k][name][i] = r[k]
     if previous is not None:
-        out = {k: {n: np.concatenate([previous[k][n], v]) for n, v in out[k].items()} for k in keys}
-    return {"seeds": done + list(seeds), "runs": runs, **out}
-
-
-CONTROL_KEYS = ("test_csi_m", "test_adv", "test_bias", "val_csi_m")
+        out = {k: {n: np.concatenate([previous[k][n], v]) for n, v in out[k].items()} for k in CONTROL_KEYS}
+    return {"seeds": done + list(seeds), "runs": runs, "lam": float(lam), **out}
 
 
 def bias_at(summary: dict, th_index: int = 3) -> float:
@@ -451,35 +494,19 @@ def bias_at(summary: dict, th_index: int = 3) -> float:
     return float(mt.nanmean(np.asarray(summary["bias"])[th_index]))
 
 
-def _control_run(cfg, data: dict, seed: int, kind: str, teach: str, lam: float) -> dict:
+def _control_run(cfg, data: dict, seed: int, kind: str, teach: str, lam: float, val: bool = False) -> dict:
     """Train one teacher-control run and score it: test CSI-M, test MSE to X_SL (mean over leads), test
-    frequency bias at 0.55 (:func:`bias_at`) and validation CSI-M."""
+    frequency bias at 0.55 (:func:`bias_at`) and, with ``val``, validation CSI-M."""
     model, _ = train_model(cfg, kind, data["train"], seed=seed, teacher=data["teachers"][teach],
                            device=data["train"].device, lambda_phy=lam)
     sc = evaluate(cfg, {"run": predict(cfg, kind, model, data["cond"], data["noise"])}, data["obs"],
                   x_sl=data["x_sl"], fss_windows=NB3_FSS)["run"]
-    vs = evaluate(cfg, {"run": predict(cfg, kind, model, data["vcond"], data["vnoise"])}, data["vobs"],
-                  fss_windows=NB3_FSS)["run"]
-    return {"test_csi_m": float(sc["csi_m"]), "test_adv": float(np.mean(sc["adv_mse"])), "test_bias": bias_at(sc),
-            "val_csi_m": float(vs["csi_m"])}
-
-
-def teacher_probe(cfg, data: dict, seed: int | None = None) -> dict:
-    """One PDRF run (estimated-motion teacher) at ``cfg.ctrl_probe``, a weight beyond the sweep's
-    largest, on one seed (default the first of ``cfg.ctrl_seeds``), scored as in
-    :func:`teacher_controls`: measures whether a best weight at the grid's upper edge is the optimum.
-    Returns ``{"lambda", "seed", "test_csi_m", "test_adv", "test_bias", "val_csi_m"}`` (floats)."""
-    lam = cfg.ctrl_probe
-    if isinstance(lam, bool) or not isinstance(lam, int | float) or not np.isfinite(lam) \
-            or lam <= max(cfg.ctrl_lambdas):
-        raise ValueError(f"ctrl_probe must be a finite number above max(ctrl_lambdas)={max(cfg.ctrl_lambdas)}, "
-                         f"got {lam!r}")
-    seed = cfg.ctrl_seeds[0] if seed is None else seed
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an int, got {seed!r}")
-    if not isinstance(data, dict) or any(k not in data for k in ("train", "teachers", "cond", "vcond")):
-        raise ValueError("data must be control_data's result")
-    return {"lambda": float(lam), "seed": seed, **_control_run(cfg, data, seed, "pdrf", "est", float(lam))}
+    out = {"test_csi_m": float(sc["csi_m"]), "test_adv": float(np.mean(sc["adv_mse"])), "test_bias": bias_at(sc)}
+    if val:
+        vs = evaluate(cfg, {"run": predict(cfg, kind, model, data["vcond"], data["vnoise"])}, data["vobs"],
+                      fss_windows=NB3_FSS)["run"]
+        out["val_csi_m"] = float(vs["csi_m"])
+    return out
 
 
 def claim_numbers(scores: dict, half, t_out: int, fss_win: int = 2) -> dict:
@@ -493,3 +520,11 @@ def claim_numbers(scores: dict, half, t_out: int, fss_win: int = 2) -> dict:
         "fss_half": {k: mt.nanmean(s["fss"][2, fss_win, half]) for k, s in scores.items()},
         "pooled_half": {k: mt.nanmean(s["pooled_csi"][1, half]) for k, s in scores.items()},
     }
+
+
+def sweep_table(sweep: dict) -> pd.DataFrame:
+    """:func:`teacher_sweep`'s result as a table, one row per teacher weight."""
+    return pd.DataFrame({"validation CSI-M": sweep["val_csi_m"], "test CSI-M": sweep["test_csi_m"],
+                         "MSE to X_SL (test)": sweep["test_adv"],
+                         "frequency bias at 0.55 (test)": sweep["test_bias"]},
+                        index=pd.Index(sweep["lambdas"], name="lambda"))

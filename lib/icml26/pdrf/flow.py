@@ -87,11 +87,18 @@ def pdrf_loss(model: nn.Module, x1: torch.Tensor, cond: torch.Tensor | None, x_s
         _check_tensor("x_sl", x_sl)
         if x_sl.shape != x1.shape:
             raise ValueError(f"x_sl must have the shape of x1 {tuple(x1.shape)}, got {tuple(x_sl.shape)}")
+    return _pdrf_loss(model, x1, cond, x_sl, lambda_phy, param, t_eps, generator)
+
+
+def _pdrf_loss(model, x1, cond, x_sl, lambda_phy, param, t_eps, generator):
+    """:func:`pdrf_loss` without the argument checks (``train`` checks its data once, not every step:
+    ``isfinite`` reads the host)."""
     B = x1.shape[0]
     gdev = generator.device if generator is not None else x1.device
     t = torch.rand(B, generator=generator, device=gdev).to(x1)
     eps = torch.randn(x1.shape, generator=generator, device=gdev).to(x1)
-    z = interpolate(x1, eps, t)
+    tt = _bshape(t, x1)
+    z = tt * x1 + (1 - tt) * eps                                     # interpolate(), unchecked
     tbar = _bshape((1 - t).clamp_min(t_eps), x1)
     red = tuple(range(1, x1.dim()))
     out = model(z, t, cond)
@@ -236,6 +243,11 @@ def train(model: nn.Module, kind: str, train_frames: torch.Tensor, steps: int, b
         mot = train_motion.to(dev) if train_motion is not None else None
         teacher = torch.cat([sl_teacher(frames[i:i + 256, :t_in], t_out,
                                         None if mot is None else mot[i:i + 256]) for i in range(0, N, 256)])
+    if lam > 0:
+        _check_tensor("teacher", teacher)
+        if teacher.shape != (N, t_out, *train_frames.shape[2:]):
+            raise ValueError(f"teacher must have shape {(N, t_out, *train_frames.shape[2:])}, got {tuple(teacher.shape)}")
+        teacher = teacher.to(dev)
     gen = generator if generator is not None else torch.Generator().manual_seed(0)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     warm = max(1, int(warmup_frac * steps))
@@ -243,18 +255,20 @@ def train(model: nn.Module, kind: str, train_frames: torch.Tensor, steps: int, b
     ema = copy.deepcopy(model).eval()
     for p in ema.parameters():
         p.requires_grad_(False)
-    hist = {"loss": [], "loss_flow": [], "loss_phy": []}
+    # the data were checked once above; the step itself reads nothing from the host: the losses stay
+    # on the device and are read once after the loop
+    logs = []
+    param = "v" if kind in V_KINDS else "x"
     model.train()
     for step in tqdm(range(steps), leave=False, disable=not progress, desc=kind):
         idx = torch.randint(0, N, (batch_size,), generator=gen).to(dev)
         x = frames[idx]
         cond, x1 = x[:, :t_in], x[:, t_in:]
         if kind == "det":
-            loss = det_loss(model, x1, cond)
-            parts = {"loss_flow": loss.detach(), "loss_phy": torch.zeros(())}
+            loss = ((model(None, None, cond) - x1) ** 2).mean()            # det_loss, unchecked
+            parts = {"loss_flow": loss.detach(), "loss_phy": torch.zeros((), device=loss.device)}
         else:
-            loss, parts = pdrf_loss(model, x1, cond, teacher[idx] if lam > 0 else None, lambda_phy=lam,
-                                    param="v" if kind in V_KINDS else "x", t_eps=t_eps, generator=gen)
+            loss, parts = _pdrf_loss(model, x1, cond, teacher[idx] if lam > 0 else None, lam, param, t_eps, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -264,8 +278,8 @@ def train(model: nn.Module, kind: str, train_frames: torch.Tensor, steps: int, b
             with torch.no_grad():
                 for pe, pm in zip(ema.parameters(), model.parameters(), strict=True):
                     pe.lerp_(pm, 1 - ema_beta)
-        hist["loss"].append(float(loss.detach()))
-        hist["loss_flow"].append(float(parts["loss_flow"]))
-        hist["loss_phy"].append(float(parts["loss_phy"]))
+        logs.append(torch.stack([loss.detach(), parts["loss_flow"], parts["loss_phy"]]))
+    cols = torch.stack(logs).cpu().tolist() if logs else []
+    hist = {k: [row[j] for row in cols] for j, k in enumerate(("loss", "loss_flow", "loss_phy"))}
     model.eval()
     return ema, hist

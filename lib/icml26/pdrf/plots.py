@@ -219,39 +219,40 @@ __all__ = ["THRESHOLDS", "gallery", "losses", "motion_compare", "perturbation", 
            "sequences", "shifted_block", "skill_vs_lead", "toy_nfe", "toy_samples", "toy_trajectory"]
 
 
-def teacher_controls(ctl: dict, persistence: float | None = None, probe: dict | None = None):
-    """The teacher controls of NB2: test CSI-M (left) and MSE to X_SL (right) against the teacher weight
-    lambda (estimated-motion teacher; lambda 0 is RF-x), one small marker per seed and the mean over
-    seeds, with the oracle teacher (true motion) and, where trained, RF-v and RF-v + teacher as
-    separate markers at their lambda; ``probe`` (:func:`~icml26.pdrf.experiments.teacher_probe`'s result),
-    one seed at a weight beyond the sweep, is an open diamond one position to the right."""
+def teacher_controls(sweep: dict, ctl: dict, labels: dict, persistence: float | None = None):
+    """The teacher controls of NB2. Left: validation CSI-M against the teacher weight lambda
+    (:func:`~icml26.pdrf.experiments.teacher_sweep`, one seed; lambda on an evenly spaced axis, 0 is
+    RF-x), the chosen weight circled. Right (spec F15): test CSI-M against the frequency bias at 0.55,
+    the sweep's runs joined in order of lambda and labelled, and the rows of
+    :func:`~icml26.pdrf.experiments.teacher_controls` (``labels``: row name -> legend label), one small
+    marker per seed and a large one at the mean over seeds."""
     fig, axes = plt.subplots(1, 2, figsize=(6.9, 2.9))
-    sweep = [(lam, name) for name, _, teach, lam in ctl["runs"] if name.startswith("lambda=")]
-    lams = np.array([lam for lam, _ in sweep])
-    pos = np.arange(len(lams))                      # lambda on an evenly spaced categorical axis (0 included)
-    extra = [("oracle", "oracle teacher", "s"), ("rf_v", "RF-v", "v"), ("rf_v_phy", "RF-v + teacher", "^")]
-    lam_of = {name: lam for name, _, _, lam in ctl["runs"]}
-    col = method_colors(["PDRF"] + [lab for name, lab, _ in extra if name in lam_of])
-    for ax, key, label in zip(axes, ("test_csi_m", "test_adv"), ("CSI-M (test)", "MSE to $X_{SL}$ (test)"),
-                              strict=True):
-        vals = np.stack([ctl[key][name] for _, name in sweep])           # (n_lambda, n_seeds)
-        ax.plot(np.repeat(pos, vals.shape[1]), vals.reshape(-1), "o", ms=3, alpha=0.5, color=col["PDRF"])
-        ax.plot(pos, vals.mean(1), "-o", color=col["PDRF"], label="estimated-motion teacher")
-        for name, lab, marker in extra:
-            if name in ctl[key]:
-                x = np.interp(lam_of[name], lams, pos) + 0.08
-                ax.plot(np.full(len(ctl["seeds"]), x), ctl[key][name], marker, ms=3, alpha=0.5,
-                        color=col[lab])
-                ax.plot([x], [ctl[key][name].mean()], marker, ms=7, color=col[lab], label=lab)
-        if probe is not None:
-            ax.plot([len(lams)], [probe[key]], "D", ms=6, mfc="none", color=col["PDRF"],
-                    label=f"probe, seed {probe['seed']} only")
-        if persistence is not None and key == "test_csi_m":
-            ax.axhline(persistence, ls=":", color="#000000", lw=1, label="persistence")
-        ticks = list(lams) + ([probe["lambda"]] if probe is not None else [])
-        ax.set_xticks(np.arange(len(ticks)), [f"{v:g}" for v in ticks])
-        ax.set_xlabel(r"teacher weight $\lambda$ (0: RF-x)")
-        ax.set_ylabel(label)
-    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    lams = np.asarray(sweep["lambdas"])
+    pos = np.arange(len(lams))
+    names = [n for n, *_ in ctl["runs"]]
+    col = method_colors(["sweep"] + [labels[n] for n in names])
+    ax = axes[0]
+    ax.plot(pos, sweep["val_csi_m"], "-o", color=col["sweep"], label=f"sweep, seed {sweep['seed']}")
+    j = int(np.argmin(np.abs(lams - ctl["lam"])))
+    ax.plot([pos[j]], [sweep["val_csi_m"][j]], "o", ms=11, mfc="none", color=col["sweep"], label="chosen")
+    ax.set_xticks(pos, [f"{v:g}" for v in lams])
+    ax.set_xlabel(r"teacher weight $\lambda$ (0: RF-x)")
+    ax.set_ylabel("CSI-M (validation)")
+    ax.legend(loc="lower center", fontsize=8)
+    ax = axes[1]
+    ax.plot(sweep["test_bias"], sweep["test_csi_m"], "-", lw=1, color=col["sweep"], alpha=0.6)
+    ax.plot(sweep["test_bias"], sweep["test_csi_m"], "o", ms=3, color=col["sweep"], label=f"sweep, seed {sweep['seed']}")
+    for lam, x, y in zip(lams, sweep["test_bias"], sweep["test_csi_m"], strict=True):
+        ax.annotate(f"{lam:g}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+    for n, marker in zip(names, "sDv^<>", strict=False):
+        c = col[labels[n]]
+        ax.plot(ctl["test_bias"][n], ctl["test_csi_m"][n], marker, ms=3, alpha=0.5, color=c)
+        ax.plot([ctl["test_bias"][n].mean()], [ctl["test_csi_m"][n].mean()], marker, ms=8, color=c,
+                label=f"{labels[n]} ({len(ctl['seeds'])} seeds)")
+    if persistence is not None:
+        ax.axhline(persistence, ls=":", color="#000000", lw=1, label="persistence")
+    ax.set_xlabel("frequency bias at 0.55 (test)")
+    ax.set_ylabel("CSI-M (test)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     fig.tight_layout()
     return fig
