@@ -11,6 +11,7 @@ from icml26.dynvla.metric import comfort_t, scene_tensors, states_t
 from icml26.dynvla.render import _points, _texture
 from icml26.dynvla.rft import seq_logp
 from icml26.dynvla.sim import CAR_L, CAR_W, hand_scene
+from icml26.dynvla.vla import sft_loss
 
 FREE_REF = np.array([40.0])
 
@@ -494,13 +495,14 @@ def test_cuda_matches_cpu(data):
 
 def test_sft_lr_grid_extends_past_the_earlier_edge():
     """Issue 39 / follow-up: the earlier grid (1e-3, 2e-3, 4e-3) chose its upper edge for both policies;
-    the book's grid must reach past 4e-3, keep 4e-3 inside it, and be the same for both policies."""
+    the book's grid must reach past 4e-3, start at 2e-3 or 4e-3 (where the stated lower-edge reason
+    applies: 1e-3 and 2e-3 scored below the values from 8e-3 up), and be the same for both policies."""
     from icml26.core.compare import Grid, tune
     from icml26.dynvla.experiments import LOWER_EDGE
 
     book = m.preset("book")
     grid = list(book.sft_lr_grid)
-    assert grid == sorted(grid) and grid[-1] > 4e-3 and 4e-3 in grid[1:-1]
+    assert grid == sorted(grid) and grid[-1] > 4e-3 and 2e-3 <= grid[0] <= 4e-3 and 8e-3 in grid[1:-1]
     assert grid[-1] >= 3.2e-2 and book.probe_edge   # 3.2e-2 reached; an upper-edge best is probed beyond
     t = tune("none", lambda c: -c["lr"], Grid(lr=grid), goal="max", progress=False)   # best at the lower edge
     assert t.edges == {"lr": "lower"}
@@ -534,4 +536,84 @@ def test_degenerate_rule_flags_a_standing_policy():
 def test_book_preset_pays_for_six_epochs():
     book = m.preset("book")
     assert 6 <= book.sft_epochs <= 8 and 4 <= len(book.sft_lr_grid) <= 5 and len(book.seeds) >= 5
-    assert 3 <= book.shuffled_seeds < len(book.seeds) and "meta" not in book.modes
+    assert book.shuffled_seeds >= len(book.seeds) and "meta" not in book.modes   # issue 39.9: the control on every seed
+
+
+# -- issue 43: host syncs per step of the training loops notebook 3 calls ---------------------------
+def _per_step(run) -> float:
+    from icml26.book.budget import count_step
+
+    one, three = count_step(lambda: run(1)), count_step(lambda: run(3))
+    return (three.syncs - one.syncs) / 2
+
+
+def _sft_run(data, tok, mode):
+    space = m.TokenSpace()
+    tgt = m.build_targets(data, mode, tok, m.FastLite(), space)
+
+    def run(epochs):                 # one optimiser step per epoch (the batch is the whole set)
+        torch.manual_seed(0)
+        pol = m.DrivingVLA(space.vocab, d=32, layers=1, heads=2)
+        return m.sft_train(pol, data, tgt, mode, space, m.SFTConfig(epochs=epochs, batch=len(data)))
+    return run
+
+
+def _grpo_run(data):
+    from icml26.dynvla.rft import clone_frozen
+
+    space = m.TokenSpace()
+    torch.manual_seed(0)
+    pol = m.DrivingVLA(space.vocab, d=32, layers=1, heads=2)
+    return lambda n: m.rft_train(clone_frozen(pol).requires_grad_(True), clone_frozen(pol), data, "dynamics", space,
+                                 m.FastLite(), m.GRPOConfig(iterations=n, contexts_per_step=3, group_size=4))
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("mode", ["none", "dynamics"])
+def test_sft_loop_no_sync_per_step(data, tok, mode):
+    """Was 8 per step: the two loss terms read with float(), the thought/action boolean masks (index
+    and its backward, 2 each), bool(is_cot.any()) and torch's causal-mask check in the decoder."""
+    assert _per_step(_sft_run(data, tok, mode)) == 0
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_generate_no_sync_per_token(data):
+    from icml26.book.budget import count_step
+
+    space = m.TokenSpace()
+    torch.manual_seed(0)
+    pol = m.DrivingVLA(space.vocab, d=32, layers=1, heads=2).eval()
+    ctx = (data.cam[:6, :2].flatten(1, 2), data.speed[:6])
+    g = torch.Generator().manual_seed(0)
+    assert count_step(lambda: m.generate(pol, ctx, "dynamics", space, greedy=False, generator=g)).syncs == 0   # was 36
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_grpo_loop_one_sync_per_iteration(data):
+    """Pins today's count (was 46: the causal-mask check per decoder call, 36 sampling + 3 scoring,
+    five float() curve reads, group_advantages' finiteness check, and the one left below)."""
+    assert _per_step(_grpo_run(data)) == 1
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.xfail(reason="pdm_score_t -> check_traj (metric.py ~188: `if not bool(ok)`, the finiteness check of "
+                          "the decoded trajectories) reads the host once per GRPO iteration (issue 43, open)", strict=True)
+def test_grpo_loop_no_sync_per_iteration(data):
+    assert _per_step(_grpo_run(data)) == 0
+
+
+def test_loop_curves_identical_to_per_step_reads(data, tok):
+    """The curves read once after each loop are the float32 values a float() per step gave, and the
+    public sft_loss still returns the two terms as floats."""
+    cur = _sft_run(data, tok, "dynamics")(2)
+    rft = _grpo_run(data)(2)
+    for v in cur["cot"] + cur["act"] + [x for c in rft.values() for x in c]:
+        assert isinstance(v, float) and float(torch.tensor(v, dtype=torch.float32)) == v
+    assert len(cur["act"]) == 2 and all(len(c) == 2 for c in rft.values())
+    space = m.TokenSpace()
+    tgt = m.build_targets(data, "dynamics", tok, m.FastLite(), space)
+    torch.manual_seed(0)
+    pol = m.DrivingVLA(space.vocab, d=32, layers=1, heads=2)
+    loss, lc, la = sft_loss(pol, data.cam[:4, :2].flatten(1, 2), data.speed[:4], tgt[:4],
+                                  space.template("dynamics")[1])
+    assert isinstance(lc, float) and isinstance(la, float) and abs(float(loss) - (lc + la)) < 1e-5

@@ -58,6 +58,11 @@ def group_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     if not torch.isfinite(rewards).all():
         raise ValueError("rewards must be finite")
     real(eps, "eps", lo=0.0)
+    return _advantages(rewards, eps)
+
+
+def _advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """:func:`group_advantages` without its input checks (no host read: RFT's rewards are built finite)."""
     r = rewards.double()
     mu = r.mean(1, keepdim=True)
     sd = r.std(1, unbiased=False, keepdim=True)
@@ -116,7 +121,8 @@ def rft_train(policy, ref, data: DriveData, mode: str, space: TokenSpace, act: F
     the ratios and the KL then under the same masked distribution), scores them (PDMS of the
     decoded trajectory, batched torch, plus the format reward), and runs ``inner_epochs`` clipped
     updates with the KL to ``ref``. Returns curves: reward, PDMS, format rate, zero-variance share,
-    KL."""
+    KL (lists of floats, read from the device once after the loop; the remaining host read per
+    iteration is the finiteness check of the decoded trajectories in ``pdm_score_t``)."""
     check_mode(mode)
     if not isinstance(cfg, GRPOConfig):
         raise TypeError(f"cfg must be a GRPOConfig, got {type(cfg).__name__}")
@@ -147,7 +153,7 @@ def rft_train(policy, ref, data: DriveData, mode: str, space: TokenSpace, act: F
             s = pdm_score_t(sc.index(ci), traj, ref_prog[ci], pcfg)
             pd = s["pdms"].reshape(-1) * ok
             reward = (pd + cfg.lambda_fmt * ok.float()).reshape(B, G)
-            adv = group_advantages(reward).reshape(-1)
+            adv = _advantages(reward).reshape(-1)
             logp_ref = seq_logp(ref, img, speed, tokens, ranges)
             if cfg.temperature != 1.0:  # ratios are taken against the unscaled policy
                 logp_old = seq_logp(policy, img, speed, tokens, ranges)
@@ -160,17 +166,15 @@ def rft_train(policy, ref, data: DriveData, mode: str, space: TokenSpace, act: F
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
             opt.step()
-        with torch.no_grad():
+        with torch.no_grad():          # the curves stay on the device until the loop ends
             d = logp_ref - logp_new.detach()
-            kl = float((torch.exp(d) - d - 1).mean())
-        rstd = reward.std(1, unbiased=False)
-        curves["reward"].append(float(reward.mean()))
-        curves["pdms"].append(float(pd.mean()))
-        curves["format"].append(float(ok.float().mean()))
-        curves["zero_var"].append(float((rstd <= 1e-6).float().mean()))
-        curves["kl"].append(kl)
+            curves["kl"].append((torch.exp(d) - d - 1).mean())
+            curves["reward"].append(reward.mean())
+            curves["pdms"].append(pd.mean())
+            curves["format"].append(ok.float().mean())
+            curves["zero_var"].append((reward.std(1, unbiased=False) <= 1e-6).float().mean())
     policy.eval()
-    return curves
+    return {k: torch.stack(v).tolist() if v else [] for k, v in curves.items()}     # one read, after the loop
 
 
 def clone_frozen(model):

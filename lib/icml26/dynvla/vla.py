@@ -159,7 +159,9 @@ class DrivingVLA(nn.Module):
     def forward(self, mem, tokens):
         L = tokens.shape[1]
         mask = torch.triu(torch.full((L, L), float("-inf"), device=tokens.device), 1)
-        h = self.dec(self.tok_emb(tokens) + self.pos[:L], mem, tgt_mask=mask)
+        # the mask is causal: saying so skips torch's check of it, a host read per forward pass (the
+        # check's answer, True, is what the layers received before)
+        h = self.dec(self.tok_emb(tokens) + self.pos[:L], mem, tgt_mask=mask, tgt_is_causal=True)
         return self.head(h)
 
 
@@ -178,19 +180,33 @@ class SFTConfig:
         real(self.lambda_act, "lambda_act", lo=0.0)
 
 
-def sft_loss(model, img, speed, targets, is_cot, lambda_act: float = 1.0):
-    """Eq. 7-8: token-mean cross-entropy on the thought plus lambda_act x on the action segment."""
+def _sft_terms(model, img, speed, targets, cot_idx, act_idx, lambda_act: float = 1.0):
+    """Eq. 7-8 with the thought and action positions given as index tensors (``cot_idx`` empty: no
+    thought): (loss, L_dyn, L_act), all tensors on the device, nothing read to the host."""
     bos = torch.full_like(targets[:, :1], 1)
     logits = model(model.encode_context(img, speed), torch.cat([bos, targets[:, :-1]], 1))
     ce = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")          # [B,L]
-    l_act = ce[:, ~is_cot].mean()
-    l_cot = ce[:, is_cot].mean() if bool(is_cot.any()) else torch.zeros((), device=ce.device)
-    return l_cot + lambda_act * l_act, float(l_cot.detach()), float(l_act.detach())
+    l_act = ce[:, act_idx].mean()
+    l_cot = ce[:, cot_idx].mean() if len(cot_idx) else torch.zeros((), device=ce.device)
+    return l_cot + lambda_act * l_act, l_cot.detach(), l_act.detach()
+
+
+def _positions(is_cot: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The thought's and the action segment's positions of a template mask (one host read)."""
+    return is_cot.nonzero()[:, 0], (~is_cot).nonzero()[:, 0]
+
+
+def sft_loss(model, img, speed, targets, is_cot, lambda_act: float = 1.0):
+    """Eq. 7-8: token-mean cross-entropy on the thought plus lambda_act x on the action segment.
+    Returns (loss, L_dyn, L_act) with the two terms as floats."""
+    loss, l_cot, l_act = _sft_terms(model, img, speed, targets, *_positions(is_cot), lambda_act)
+    return loss, float(l_cot), float(l_act)
 
 
 def sft_train(model, data: DriveData, targets: torch.Tensor, mode: str, space: TokenSpace, cfg: SFTConfig,
               seed: int = 0) -> dict:
-    """Teacher-forced SFT (AdamW, cosine schedule). Returns the loss curves."""
+    """Teacher-forced SFT (AdamW, cosine schedule). Returns the loss curves (lists of floats, read from
+    the device once, after the loop: no host sync per step)."""
     if not isinstance(cfg, SFTConfig):
         raise TypeError(f"cfg must be an SFTConfig, got {type(cfg).__name__}")
     if not isinstance(data, DriveData):
@@ -203,7 +219,7 @@ def sft_train(model, data: DriveData, targets: torch.Tensor, mode: str, space: T
     img, speed = (t.to(dev) for t in context_of(data))
     targets = targets.to(dev)
     _, is_cot = space.template(mode)
-    is_cot = is_cot.to(dev)
+    cot_idx, act_idx = (i.to(dev) for i in _positions(is_cot))
     n = len(targets)
     steps = min(cfg.max_steps, cfg.epochs * math.ceil(n / cfg.batch))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
@@ -218,7 +234,7 @@ def sft_train(model, data: DriveData, targets: torch.Tensor, mode: str, space: T
             if step >= steps:
                 break
             b = perm[i:i + cfg.batch]
-            loss, lc, la = sft_loss(model, img[b], speed[b], targets[b], is_cot, cfg.lambda_act)
+            loss, lc, la = _sft_terms(model, img[b], speed[b], targets[b], cot_idx, act_idx, cfg.lambda_act)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -227,7 +243,8 @@ def sft_train(model, data: DriveData, targets: torch.Tensor, mode: str, space: T
             curves["act"].append(la)
             step += 1
     model.eval()
-    return curves
+    # the loss terms stayed on the device: read once here (the same float32 values a read per step gave)
+    return {k: torch.stack(v).tolist() if v else [] for k, v in curves.items()}
 
 
 def generate(model, context, mode: str, space: TokenSpace, greedy: bool = True, constrained: bool = True,
