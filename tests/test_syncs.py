@@ -13,8 +13,6 @@ GPU, a read of a tensor that stays on the host; ``one_hot(x, n)``'s range check,
 CPU only, is not counted; ``.cpu().numpy()`` counts 2):
 
 - dp_c4 ``_batch_idx`` (``int(mask.sum(1).max())``, one per Poisson step);
-- sfconvcnp's forward (input validation: ``isfinite`` of xc, yc, xq, the span check, and the argument
-  validation of ``torch.distributions.Normal``);
 - bandpo ``train_bandit``: 19 per iteration (1 rule, 2 inner steps): the per-iteration record and clip
   counts read back (``.cpu().numpy()``), ``torch.unique`` of the old probabilities, the band operator's
   input check, and per inner step the surrogate loss's value check and its boolean-mask mean (forward and
@@ -65,8 +63,6 @@ def test_sfconvcnp_train_np_no_sync_per_step():
     assert per_step == forward          # the loop itself (loss, clipping, AdamW, schedule, loss log) adds none
 
 
-@pytest.mark.xfail(reason="SFConvCNP.forward validates its inputs (isfinite, span) and Normal validates its "
-                          "arguments: host syncs per step (issue 43, open)", strict=True)
 def test_sfconvcnp_forward_no_sync():
     from icml26 import sfconvcnp
     from icml26.sfconvcnp import experiments as ex

@@ -1,5 +1,7 @@
 """Baselines of the paper (spec Sec. 3.9): CNP, ConvCNP (SetConv + CNN on a grid) and a
-translation-equivariant attention NP (TE-TNP style). All return ``torch.distributions.Normal``."""
+translation-equivariant attention NP (TE-TNP style). All return ``torch.distributions.Normal``; like
+:class:`~icml26.sfconvcnp.method.SFConvCNP`, ``forward(..., validate=False)`` (the training loss) skips
+the checks that read the device."""
 
 from __future__ import annotations
 
@@ -19,9 +21,9 @@ def n_params(model: nn.Module) -> int:
     return sum(p.numel() * (2 if p.is_complex() else 1) for p in model.parameters())
 
 
-def _normal(out: torch.Tensor, y_dim: int, min_noise: float) -> torch.distributions.Normal:
+def _normal(out: torch.Tensor, y_dim: int, min_noise: float, validate: bool = True) -> torch.distributions.Normal:
     mu, s = out.split(y_dim, -1)
-    return torch.distributions.Normal(mu, F.softplus(s) + min_noise)
+    return torch.distributions.Normal(mu, F.softplus(s) + min_noise, validate_args=None if validate else False)
 
 
 class CNP(nn.Module):
@@ -36,11 +38,11 @@ class CNP(nn.Module):
         self.encoder = _mlp(dim + y_dim, hidden, hidden)
         self.decoder = _mlp(hidden + dim, hidden, 2 * y_dim)
 
-    def forward(self, xc, yc, xq) -> torch.distributions.Normal:
-        xc, yc, xq = check_task_inputs(xc, yc, xq, self.dim, self.y_dim, _module_dtype(self))
+    def forward(self, xc, yc, xq, validate: bool = True) -> torch.distributions.Normal:
+        xc, yc, xq = check_task_inputs(xc, yc, xq, self.dim, self.y_dim, _module_dtype(self), finite=validate)
         r = self.encoder(torch.cat([xc, yc], -1)).mean(1, keepdim=True)
         out = self.decoder(torch.cat([r.expand(-1, xq.shape[1], -1), xq], -1))
-        return _normal(out, self.y_dim, self.min_noise)
+        return _normal(out, self.y_dim, self.min_noise, validate)
 
 
 class SetConv(nn.Module):
@@ -125,8 +127,8 @@ class ConvCNP(nn.Module):
         n = int(math.ceil(float(hi - lo) * self.ppu)) + 1
         return (lo + torch.arange(n, dtype=xc.dtype, device=xc.device) / self.ppu).view(1, -1, 1)
 
-    def forward(self, xc, yc, xq) -> torch.distributions.Normal:
-        xc, yc, xq = check_task_inputs(xc, yc, xq, self.dim, self.y_dim, _module_dtype(self))
+    def forward(self, xc, yc, xq, validate: bool = True) -> torch.distributions.Normal:
+        xc, yc, xq = check_task_inputs(xc, yc, xq, self.dim, self.y_dim, _module_dtype(self), finite=validate)
         grid = self.make_grid(xc, xq).expand(xc.shape[0], -1, -1)
         h = self.inp(self.encoder(xc, yc, grid))                              # [B, G, C]
         h = h.transpose(1, 2)
@@ -135,7 +137,7 @@ class ConvCNP(nn.Module):
             if i < self.n_layers - 1:
                 h = F.relu(h)
         h = self.decoder(grid, h.transpose(1, 2), xq, density=False)          # [B, M, C]
-        return _normal(self.head(F.relu(h)), self.y_dim, self.min_noise)
+        return _normal(self.head(F.relu(h)), self.y_dim, self.min_noise, validate)
 
 
 class TEAttentionLayer(nn.Module):
@@ -184,8 +186,8 @@ class TEAttentionNP(nn.Module):
         self.qry = nn.ModuleList(TEAttentionLayer(dim, embed_dim, n_heads, pair_hidden) for _ in range(n_layers))
         self.decoder = _mlp(embed_dim, embed_dim, 2 * y_dim)
 
-    def forward(self, xc, yc, xq) -> torch.distributions.Normal:
-        xc, yc, xq = check_task_inputs(xc, yc, xq, self.dim, self.y_dim, _module_dtype(self))
+    def forward(self, xc, yc, xq, validate: bool = True) -> torch.distributions.Normal:
+        xc, yc, xq = check_task_inputs(xc, yc, xq, self.dim, self.y_dim, _module_dtype(self), finite=validate)
         b, m = xq.shape[:2]
         zc = self.encoder(torch.cat([yc, torch.zeros_like(yc[..., :1])], -1))
         zq = self.encoder(torch.cat([torch.zeros(b, m, self.y_dim, dtype=yc.dtype, device=yc.device),
@@ -193,4 +195,4 @@ class TEAttentionNP(nn.Module):
         for c, q in zip(self.ctx, self.qry, strict=True):
             zc = c(zc, zc, xc, xc)
             zq = q(zq, zc, xq, xc)
-        return _normal(self.decoder(zq), self.y_dim, self.min_noise)
+        return _normal(self.decoder(zq), self.y_dim, self.min_noise, validate)

@@ -49,7 +49,7 @@ def notebooks(scale: str) -> dict:
     tb = pick(cfg, "test_batches", 1)
     saw = ["sfconvcnp-linear", "sfvconvcnp", "sfconvcnp"]
     gp = ["cnp", "convcnp", "sfconvcnp"] + (["te-attention"] if pick(cfg, "train_attention", False) else [])
-    per = ["convcnp", "sfconvcnp"]
+    per = ["convcnp", "sfconvcnp", "sfconvcnp-matched"]      # the matched model: periodic only (capacity control)
     nb1 = [Item("operator toy SFConv step", pick(cfg, "toy_steps", 0), _toy(cfg, 0)),
            Item("operator toy SFVConv step", pick(cfg, "toy_steps", 0), _toy(cfg, 1))]
     nb1 += [Item(f"sawtooth {n} train step", seeds * pick(cfg, "steps_saw", 0), _train(cfg, n, sample_sawtooth_tasks),
@@ -65,7 +65,7 @@ def notebooks(scale: str) -> dict:
                  _eval(c2, n, sample_gp_tasks, oracle=True, kernel="rbf"), key=f"{pre}test {n}") for n in gp]
     nb2 += [Item(f"periodic {n} train step", runs * pick(c2, "steps_periodic", 0),
                  _train(c2, n, sample_gp_tasks, kernel="periodic"), key=f"{pre}train {n}",
-                 note="measured as the GP-RBF step of the same model (same sizes)") for n in per]
+                 note="measured as the GP-RBF step of the same model (same sizes)" if n in gp else "") for n in per]
     nb2 += [Item(f"periodic {n} test batch", 2 * n_of(pick(c2, "seeds"), 1) * tb + vb,
                  _eval(c2, n, sample_gp_tasks, oracle=True, kernel="periodic"), key=f"{pre}test {n}") for n in per]
     return {"01-set-fourier-convolution": nb1, "02-neural-processes": nb2}

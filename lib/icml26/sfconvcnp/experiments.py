@@ -25,9 +25,9 @@ from .data import (
 )
 from .method import SetFourierConv, SetFourierVolterraConv, SFConvCNP, _same_dtype, _tensor, check_device
 
-__all__ = ["MODEL_LABELS", "VALIDATION_TASK_SEED", "TEST_TASK_SEED", "comparison", "crps_gaussian", "effective_receptive_field", "erf_far_fraction", "erf_study", "evaluate_np",
+__all__ = ["MODEL_LABELS", "VALIDATION_TASK_SEED", "TEST_TASK_SEED", "comparison", "context_moments_loglik", "crps_gaussian", "effective_receptive_field", "erf_far_fraction", "erf_study", "evaluate_np",
            "fit_operator_toy", "loglik_slope", "make_model", "np_loss", "operator_rel_error",
-           "probe_first_order", "run_gp_study", "sawtooth_comparison", "run_periodic_study", "run_sawtooth_study", "te_errors",
+           "probe_first_order", "run_gp_study", "sawtooth_comparison", "split_gap_comparison", "run_periodic_study", "run_sawtooth_study", "te_errors",
            "time_vs_context", "train_np", "translation_sweep", "tune_models"]
 
 #: task seed of the test tasks (every model, every training seed); validation tasks use a different one
@@ -36,7 +36,8 @@ TEST_TASK_SEED = 999
 VALIDATION_TASK_SEED = 555
 
 MODEL_LABELS = {"cnp": "CNP", "convcnp": "ConvCNP", "sfconvcnp": "SFConvCNP", "sfvconvcnp": "SFVConvCNP",
-                "sfconvcnp-linear": "SFConvCNP-linear", "te-attention": "TE-attention NP"}
+                "sfconvcnp-linear": "SFConvCNP-linear", "te-attention": "TE-attention NP",
+                "sfconvcnp-matched": "SFConvCNP-matched"}
 
 
 def make_model(name: str, cfg, seed: int = 0, device="cpu") -> nn.Module:
@@ -55,6 +56,8 @@ def make_model(name: str, cfg, seed: int = 0, device="cpu") -> nn.Module:
         model = SFConvCNP(**dict(cfg.sf, groups=cfg.sfv_groups, **cfg.sfv_extra), volterra_rank=cfg.sfv_rank, activation="identity")
     elif name == "sfconvcnp-linear":
         model = SFConvCNP(**cfg.sf, activation="identity")
+    elif name == "sfconvcnp-matched":            # one group per channel: about the ConvCNP's parameter count
+        model = SFConvCNP(**{**cfg.sf, "groups": cfg.sf["channels"], **cfg.sf_matched})
     else:
         model = TEAttentionNP(**cfg.attention)
     return model.to(device)
@@ -63,8 +66,11 @@ def make_model(name: str, cfg, seed: int = 0, device="cpu") -> nn.Module:
 # -- loss, training, evaluation -------------------------------------------------------------------------
 
 def np_loss(model: nn.Module, task: Task) -> torch.Tensor:
-    """Negative mean predictive log-likelihood over all queries of the batch (spec Sec. 3.6)."""
-    return -model(task.xc, task.yc, task.xq).log_prob(task.yq).mean()
+    """Negative mean predictive log-likelihood over all queries of the batch (spec Sec. 3.6). The model
+    runs with ``validate=False``: the sampler's tasks are finite and inside the window, and the checks
+    that read the device (``isfinite``, the span check, ``Normal``'s argument checks) would make every
+    training step wait for it; the loss is the same value."""
+    return -model(task.xc, task.yc, task.xq, validate=False).log_prob(task.yq).mean()
 
 
 def train_np(model: nn.Module, sampler, n_steps: int, lr: float = 5e-4, grad_clip: float = 0.5,
@@ -112,10 +118,10 @@ def crps_gaussian(mu: torch.Tensor, sigma: torch.Tensor, y: torch.Tensor) -> tor
 def evaluate_np(model: nn.Module, sampler, n_batches: int = 20, seed: int = 1234, device="cpu",
                 shift: float = 0.0, oracle: bool = False) -> dict:
     """Per-task mean query log-likelihood averaged over tasks (and its across-task std), RMSE,
-    CRPS; ``oracle=True`` adds the GP oracle and the prior predictive (:func:`prior_loglik`) on the
-    same tasks. The tasks depend only on ``seed``; ``shift`` moves every input of the same tasks."""
+    CRPS; ``oracle=True`` adds the GP oracle, the prior predictive (:func:`prior_loglik`) and the
+    context-moments predictor (:func:`context_moments_loglik`) on the same tasks. The tasks depend only on ``seed``; ``shift`` moves every input of the same tasks."""
     gen = torch.Generator().manual_seed(seed)
-    ll, se, cr, orc, prior = [], [], [], [], []
+    ll, se, cr, orc, prior, moments = [], [], [], [], [], []
     for _ in range(n_batches):
         task = sampler(generator=gen, device=device)
         pred = model(task.xc + shift, task.yc, task.xq + shift)
@@ -125,12 +131,14 @@ def evaluate_np(model: nn.Module, sampler, n_batches: int = 20, seed: int = 1234
         if oracle:
             orc.append(gp_oracle_loglik(task).cpu())
             prior.append(prior_loglik(task).cpu())
+            moments.append(context_moments_loglik(task).cpu())
     ll = torch.cat(ll)
     out = dict(loglik=float(ll.mean()), loglik_std=float(ll.std()), rmse=float(torch.cat(se).mean().sqrt()),
                crps=float(torch.cat(cr).mean()))
     if oracle:
         out["oracle_loglik"] = float(torch.cat(orc).mean())
         out["prior_loglik"] = float(torch.cat(prior).mean())
+        out["moments_loglik"] = float(torch.cat(moments).mean())
     return out
 
 
@@ -141,6 +149,19 @@ def prior_loglik(task: Task) -> torch.Tensor:
     var = 1.0 + float(task.meta.get("noise_std", 0.0)) ** 2 + 1e-6
     y = task.yq.double()
     return (-0.5 * (math.log(2 * math.pi * var) + y ** 2 / var)).mean((1, 2))
+
+
+def context_moments_loglik(task: Task) -> torch.Tensor:
+    """Per-task mean log-likelihood of the queries under ``N(m, v)``, ``m`` and ``v`` the mean and the
+    (unbiased) variance of the task's context values, ``v`` floored at the noise variance: a predictor
+    with no parameters that uses the context's level and spread but ignores every position (a second
+    no-learning reference beside :func:`prior_loglik`); ``[B]`` float64."""
+    yc = task.yc.double()
+    noise = float(task.meta.get("noise_std", 0.0)) ** 2 + 1e-6
+    mean = yc.mean(1, keepdim=True)
+    var = yc.var(1, keepdim=True).clamp_min(noise) if yc.shape[1] > 1 else torch.full_like(mean, 1.0 + noise)
+    y = task.yq.double()
+    return (-0.5 * (torch.log(2 * math.pi * var) + (y - mean) ** 2 / var)).mean((1, 2))
 
 
 def translation_sweep(model, sampler, shifts=(0.0, 3.0, 6.0, 12.0), n_batches: int = 20, seed: int = 1234,
@@ -229,17 +250,18 @@ def time_vs_context(kind: str, ns, channels: int = 64, m: int = 128, repeats: in
 
 def _op_time(fn, repeats: int, device) -> float:
     """Seconds of one call: on CUDA the median synchronised wall time (``time_fn``); on the CPU the
-    smallest *process CPU time* over ``repeats`` calls, which other processes sharing the cores
-    do not inflate (the notebooks pin one intra-op thread)."""
+    median *process CPU time* over ``repeats`` calls after one warm-up call. CPU time is not inflated by
+    other processes waiting for the cores (the notebooks pin one intra-op thread), and the median is
+    not pulled down by one lucky call or up by one slow one, as the smallest or the mean would be."""
     if torch.device(device).type != "cpu":
         return time_fn(fn, warmup=1, repeat=repeats, device=device)
     fn()
-    best = float("inf")
+    times = []
     for _ in range(repeats):
         t0 = time.process_time()
         fn()
-        best = min(best, time.process_time() - t0)
-    return max(best, 1e-6)
+        times.append(time.process_time() - t0)
+    return max(float(np.median(times)), 1e-6)
 
 
 # -- operator toy (spec Sec. 7.1, NB3) -------------------------------------------------------------
@@ -400,8 +422,10 @@ def run_gp_study(cfg, device="cpu", progress: bool = True) -> dict:
 
 def run_periodic_study(cfg, device="cpu", progress: bool = True) -> dict:
     """Periodic GP, trained on uniform inputs (learning rates tuned on uniform validation tasks); tested
-    on uniform inputs and on the extrapolation split (context in the left half, queries in the right)."""
-    names = ["convcnp", "sfconvcnp"]
+    on uniform inputs and on the extrapolation split (context in the left half, queries in the right).
+    Models: ConvCNP, SFConvCNP and the parameter-matched SFConvCNP (``cfg.sf_matched``: the capacity
+    control), all tuned on one grid."""
+    names = ["convcnp", "sfconvcnp", "sfconvcnp-matched"]
     kw = dict(kernel="periodic")
     evals = {"uniform": (_sampler(cfg, sample_gp_tasks, test=True, **kw), 0.0, True),
              "extrapolate": (_sampler(cfg, sample_gp_tasks, test=True, split="extrapolate", **kw), 0.0, True)}
@@ -411,8 +435,10 @@ def run_periodic_study(cfg, device="cpu", progress: bool = True) -> dict:
 def comparison(cfg, study: dict, test: str, names=None) -> Comparison:
     """The :class:`~icml26.core.Comparison` of one test split of a study: each model's per-seed test
     log-likelihood with its tuning and its cost (optimiser steps), the prior predictive (the context
-    ignored: the no-treatment row) and the GP oracle (the exact posterior: a reference, nothing to
-    tune), both at zero steps and equal on every training seed (the test tasks are shared)."""
+    ignored: the no-treatment row), the context-moments predictor (:func:`context_moments_loglik`: the
+    context's level and spread, no positions) and the GP oracle (the exact posterior: a reference,
+    nothing to tune), all three at zero steps and equal on every training seed (the test tasks are
+    shared)."""
     res = study["results"]
     res = res[res.test == test]
     names = list(study["tuned"]) if names is None else list(names)
@@ -421,11 +447,30 @@ def comparison(cfg, study: dict, test: str, names=None) -> Comparison:
     for label in names:
         per_seed = res[res.model == label].set_index("seed").loglik.reindex(list(cfg.seeds)).to_numpy()
         cmp.add(label, per_seed, tuned=study["tuned"][label], cost=study["steps"])
-    ref = res.groupby("seed")[["prior_loglik", "oracle_loglik"]].first().reindex(list(cfg.seeds))
+    ref = res.groupby("seed")[["prior_loglik", "oracle_loglik", "moments_loglik"]].first().reindex(list(cfg.seeds))
     cmp.add("prior predictive (no context)", ref.prior_loglik.to_numpy(), cost=0, control=True,
             untuned="closed form: N(0, 1 + noise^2) at every query, the context ignored")
+    cmp.add("context mean/variance (positions ignored)", ref.moments_loglik.to_numpy(), cost=0,
+            untuned="closed form: N(mean, variance of the context values) at every query, no parameters")
     cmp.add("GP oracle", ref.oracle_loglik.to_numpy(), cost=0,
             untuned="exact GP posterior with each task's true hyper-parameters")
+    return cmp
+
+
+def split_gap_comparison(cfg, study: dict, a: str = "extrapolate", b: str = "uniform") -> Comparison:
+    """Per model and training seed, the test log-likelihood on split ``a`` minus that on split ``b``
+    (the same trained model on two test splits), as a :class:`~icml26.core.Comparison`: a model whose
+    receptive field reaches the far context should lose less when the queries move away from it.
+    Rows keep each model's tuning and cost; the prior predictive's change is the control row (it ignores
+    the context, so its change measures only how the two splits' targets differ) and the GP oracle's
+    the reference."""
+    ca, cb = comparison(cfg, study, a), comparison(cfg, study, b)
+    cmp = Comparison(f"test log-likelihood, {a} minus {b} (nats per query)", goal="max", seeds=list(cfg.seeds),
+                     budget="optimiser steps")
+    for name, row in ca.rows.items():
+        other = cb.rows[name]
+        cmp.add(name, np.asarray(row.per_seed) - np.asarray(other.per_seed), tuned=row.tuned, cost=row.cost,
+                control=row.control, untuned=row.untuned)
     return cmp
 
 
@@ -666,13 +711,16 @@ def te_study(cfg, seed: int = 0, max_shift: float = 10.0) -> pd.DataFrame:
 
 def scaling_study(cfg, device="cpu") -> dict:
     """Forward time against N for one SFConv layer, one TE-attention layer (both N -> N) and a
-    whole ConvCNP (N context points, ``cfg.time_m`` queries), with log-log slopes."""
+    whole ConvCNP (N context points, ``cfg.time_m`` queries), with log-log slopes. The SFConv layer is
+    timed ``cfg.time_trials`` times over (``sf_trial_slopes``: the slope of each trial, a check that the
+    measurement is stable); its ``times`` are the per-N median over the trials."""
     c, m, r = cfg.time_channels, cfg.time_m, cfg.time_repeats
-    times = {"SFConvCNP": time_vs_context("sfconv", cfg.time_ns_sf, c, m, r, device),
+    trials = [time_vs_context("sfconv", cfg.time_ns_sf, c, m, r, device) for _ in range(cfg.time_trials)]
+    times = {"SFConvCNP": {n: float(np.median([t[n] for t in trials])) for n in trials[0]},
              "TE-attention NP": time_vs_context("attention", cfg.time_ns_att, c, m, r, device),
              "ConvCNP": time_vs_context("convcnp", cfg.time_ns_sf, c, m, r, device)}
     slopes = {k: loglik_slope(list(t), list(t.values())) for k, t in times.items()}
-    return dict(times=times, slopes=slopes)
+    return dict(times=times, slopes=slopes, sf_trial_slopes=[loglik_slope(list(t), list(t.values())) for t in trials])
 
 
 def run_operator_toy(cfg, device="cpu", progress: bool = True) -> dict:
@@ -720,17 +768,24 @@ def prediction_tasks(cfg, n_tasks: int = 3, seed: int = 7, device="cpu") -> dict
     return dict(task=task, grid=grid, mean=mean.float(), var=var.float())
 
 
-def record_scaling(ledger, slopes: dict) -> None:
-    """Record the log-log slopes of :func:`scaling_study`: checked at book and gpu scale; at smoke
-    scale (sizes too small for a slope to mean anything, and timings vary) only reported.
+def record_scaling(ledger, slopes: dict, trial_slopes=None) -> None:
+    """Record the log-log slopes of :func:`scaling_study`: asserted at book scale (CPU time); at gpu
+    checked but not asserted (on CUDA a layer of this size is likely bound by kernel launches, which do
+    not grow with N, and no gpu run has measured it yet); at smoke scale (sizes too small for a slope
+    to mean anything, and timings vary) only reported.
+    With ``trial_slopes`` (the SFConv slope of each repeated timing) the lower bar is checked on the
+    smallest of them and the upper bar on the largest: every repetition must pass, not their average.
     Timing values are volatile: the checked text table shows ``(varies)``."""
-    rows = [("SFConv layer: log-log slope of time vs N", slopes["SFConvCNP"], ">=", 0.7, "~1 (linear)"),
-            ("SFConv layer: slope at most 1.3", slopes["SFConvCNP"], "<=", 1.3, "~1 (linear)"),
+    lo, hi = (slopes["SFConvCNP"],) * 2 if not trial_slopes else (min(trial_slopes), max(trial_slopes))
+    k = len(trial_slopes) if trial_slopes else 1
+    each = f", smallest of {k} timings" if k > 1 else ""
+    rows = [(f"SFConv layer: log-log slope of time vs N{each}", lo, ">=", 0.7, "~1 (linear)"),
+            (f"SFConv layer: slope at most 1.3{each.replace('smallest', 'largest')}", hi, "<=", 1.3, "~1 (linear)"),
             ("TE attention layer: log-log slope of time vs N", slopes["TE-attention NP"], ">=", 1.6,
              "~2 (quadratic)")]
     for name, value, op, bar, paper in rows:
         if ledger.scale == "smoke":
             ledger.report(name + f" ({op} {bar:g} at book scale)", value, paper=paper, volatile=True)
         else:
-            ledger.check(name, value, op, bar, paper=paper, assert_at=("book", "gpu"), volatile=True)
+            ledger.check(name, value, op, bar, paper=paper, assert_at=("book",), volatile=True)
     ledger.report("ConvCNP forward: log-log slope (grid fixed by the window)", slopes["ConvCNP"], volatile=True)

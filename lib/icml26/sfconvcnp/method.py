@@ -65,7 +65,7 @@ def _per_axis(name: str, value, dim: int) -> list[float]:
     return [_positive_float(name, value)] * dim
 
 
-def _tensor(name: str, x, ndim: int | None = None, *, last: int | None = None) -> torch.Tensor:
+def _tensor(name: str, x, ndim: int | None = None, *, last: int | None = None, finite: bool = True) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if not (x.is_floating_point() and x.dtype in (torch.float32, torch.float64)):
@@ -74,7 +74,7 @@ def _tensor(name: str, x, ndim: int | None = None, *, last: int | None = None) -
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(x.shape)}")
     if last is not None and x.shape[-1] != last:
         raise ValueError(f"{name} must have last dimension {last}, got shape {tuple(x.shape)}")
-    if not bool(torch.isfinite(x).all()):
+    if finite and not bool(torch.isfinite(x).all()):      # reads the device: skipped with finite=False
         raise ValueError(f"{name} has non-finite entries")
     return x
 
@@ -539,12 +539,15 @@ def _mlp(d_in: int, hidden: int, d_out: int, n_hidden: int = 2) -> nn.Sequential
     return nn.Sequential(*layers, nn.Linear(d, d_out))
 
 
-def check_task_inputs(xc, yc, xq, dim: int, y_dim: int, dtype: torch.dtype | None = None):
+def check_task_inputs(xc, yc, xq, dim: int, y_dim: int, dtype: torch.dtype | None = None, finite: bool = True):
     """Shared validation of ``(xc [B,N,D], yc [B,N,Dy], xq [B,M,D])`` for every model: finite float32 or
-    float64 tensors of one dtype (the model's ``dtype`` when given)."""
-    xc = _tensor("xc", xc, 3, last=dim)
-    yc = _tensor("yc", yc, 3, last=y_dim)
-    xq = _tensor("xq", xq, 3, last=dim)
+    float64 tensors of one dtype (the model's ``dtype`` when given). ``finite=False`` keeps the type,
+    shape and dtype checks (host-side metadata) but skips the ``isfinite`` test, which reads the
+    device: the training loss (:func:`~icml26.sfconvcnp.experiments.np_loss`) calls the models with
+    ``validate=False`` so that a training step does not wait on the device."""
+    xc = _tensor("xc", xc, 3, last=dim, finite=finite)
+    yc = _tensor("yc", yc, 3, last=y_dim, finite=finite)
+    xq = _tensor("xq", xq, 3, last=dim, finite=finite)
     _same_dtype((("xc", xc), ("yc", yc), ("xq", xq)), dtype)
     if yc.shape[:2] != xc.shape[:2]:
         raise ValueError(f"yc must match xc on batch and point dimensions {tuple(xc.shape[:2])}, "
@@ -606,12 +609,17 @@ class SFConvCNP(nn.Module):
             zq = qry(zq, zc, xq, xc, (cache.context, cache.query))
         return zq
 
-    def forward(self, xc: torch.Tensor, yc: torch.Tensor, xq: torch.Tensor) -> torch.distributions.Normal:
-        xc, yc, xq = check_task_inputs(xc, yc, xq, self.dim, self.y_dim, _module_dtype(self))
-        check_span(xc, xq, self.period, self.span_check)
+    def forward(self, xc: torch.Tensor, yc: torch.Tensor, xq: torch.Tensor,
+                validate: bool = True) -> torch.distributions.Normal:
+        """Predictive ``Normal`` at the queries. ``validate=False`` (the training loss) skips the checks
+        that read the device (``isfinite``, the span check, ``Normal``'s argument checks); the values
+        are the same."""
+        xc, yc, xq = check_task_inputs(xc, yc, xq, self.dim, self.y_dim, _module_dtype(self), finite=validate)
+        if validate:
+            check_span(xc, xq, self.period, self.span_check)
         out = self.decoder(self.features(xc, yc, xq))
         mu, s = out.split(self.y_dim, -1)
-        return torch.distributions.Normal(mu, F.softplus(s) + self.min_noise)
+        return torch.distributions.Normal(mu, F.softplus(s) + self.min_noise, validate_args=None if validate else False)
 
 
 SFVConvCNP = partial(SFConvCNP, volterra_rank=2, activation="identity")

@@ -18,11 +18,14 @@ class SFConvCNPPreset:
     seed: int = 0
     # -- notebook 1: layers, identities, scaling, operator toy -------------------------------------
     te_shifts: int = 41                     # shifts in [0, 10] for the translation-error curve
-    time_ns_sf: tuple = (1024, 2048, 4096, 8192, 16384)
+    # N from 4,096: below it fixed costs (the N-independent spectral product, Python overhead) flatten the
+    # fitted slope (1,024-16,384 gave 0.73-0.77, once 0.59 under load; 4,096-65,536 gave 0.90-1.01)
+    time_ns_sf: tuple = (4096, 8192, 16384, 32768, 65536)
     time_ns_att: tuple = (128, 256, 512, 1024)
     time_m: int = 128
     time_channels: int = 64
-    time_repeats: int = 5
+    time_repeats: int = 7                   # median of 7 process-CPU timings per N
+    time_trials: int = 3                    # the SFConv layer's timing repeated: every trial's slope is checked
     toy_steps: int = 1500
     toy_batch: int = 32
     toy_lr: tuple = (3e-2, 1e-2)            # (first-order SFConv, rank-1 SFVConv), as in the spec
@@ -59,6 +62,11 @@ class SFConvCNPPreset:
     erf_samples: int = 64
     nb2_sf: dict = field(default_factory=dict)        # notebook 2's overrides of ``sf`` (smaller models at book)
     nb2_convcnp: dict = field(default_factory=dict)   # notebook 2's overrides of ``convcnp``
+    # the parameter-matched SFConvCNP of notebook 2 (capacity control): notebook 2's ``sf`` with one channel group per
+    # channel (spectral weights per channel, no channel mixing inside the convolution; the FFNs still mix), then these
+    # overrides. Same width and depth; parameters against the ConvCNP's: book 69k / 68k, gpu 1.46M / 1.44M, smoke (8
+    # groups of 2 channels) 8.6k / 8.6k (the full SFConvCNP: 338k, 7.8M, 24k).
+    sf_matched: dict = field(default_factory=dict)
 
     def notebook2(self) -> SFConvCNPPreset:
         """The preset notebook 2 runs: ``seeds = nb2_seeds``, ``test_batches = nb2_test_batches``, ``sf`` and ``convcnp`` updated with
@@ -69,7 +77,7 @@ class SFConvCNPPreset:
     def dry_run(self) -> SFConvCNPPreset:
         """Loop counts cut (steps, seeds, lr grid, test batches, timing points and repeats), sizes kept."""
         return replace(self, te_shifts=min(self.te_shifts, 5), time_ns_sf=self.time_ns_sf[:2],
-                       time_ns_att=self.time_ns_att[:2], time_repeats=1, toy_steps=min(self.toy_steps, 5),
+                       time_ns_att=self.time_ns_att[:2], time_repeats=1, time_trials=1, toy_steps=min(self.toy_steps, 5),
                        toy_eval_batches=1, seeds=self.seeds[:1], nb2_seeds=self.nb2_seeds[:1],
                        lr_grid=self.lr_grid[:2],
                        val_batches=1, lr_extensions=0, nb2_test_batches=1, steps_rbf=2, steps_periodic=2, steps_saw=2,
@@ -79,13 +87,13 @@ class SFConvCNPPreset:
 PRESETS = {
     "smoke": SFConvCNPPreset(
         te_shifts=9, time_ns_sf=(64, 128, 256), time_ns_att=(64, 128, 256), time_m=32, time_channels=16,
-        time_repeats=2, toy_steps=100, toy_eval_batches=2, seeds=(0,), nb2_seeds=(0,), lr_grid=(1e-3, 3e-3),
+        time_repeats=2, time_trials=1, toy_steps=100, toy_eval_batches=2, seeds=(0,), nb2_seeds=(0,), lr_grid=(1e-3, 3e-3),
         val_batches=1, lr_extensions=0, nb2_test_batches=2, batch=8, n_context=(5, 20),
         n_target=(5, 20), steps_rbf=30, steps_periodic=30, steps_saw=30, test_batches=2, test_batch=8,
         test_m=32, shifts=(0.0, 6.0),
         sf=_sf(channels=16, ffn_dim=32, n_blocks=1, groups=2, max_freq=1.9), sfv_rank=1, sfv_groups=2,
         convcnp=dict(points_per_unit=16, channels=16, kernel_size=11, n_layers=3), cnp_hidden=32,
-        attention=dict(embed_dim=16, n_heads=2, n_layers=1), erf_points=61, erf_samples=8),
+        attention=dict(embed_dim=16, n_heads=2, n_layers=1), erf_points=61, erf_samples=8, sf_matched=dict(groups=8)),
     # book sized to the 300 CPU-second budget per notebook (one thread). Notebook 1: the sawtooth study was 80% of its
     # CPU at 300 steps (3 trunks x 3 seeds, 290 ms per step of the three), so 200 steps. Notebook 2 trains every model
     # once per grid value and once per training seed; GP-RBF keeps 150 steps, periodic GPs get 120 (checked on
