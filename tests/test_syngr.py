@@ -583,3 +583,71 @@ def test_bar_verdict_judges_at_the_lower_end():
                 dict(mean="0.1", lo=0.0, bar=0.05)):
         with pytest.raises(ValueError):
             ex.bar_verdict(**bad)
+
+
+def test_per_seed_table_pairs_the_seeds_and_refuses_bad_input():
+    import pandas as pd
+
+    rows = pd.DataFrame({"method": ["GR-fused"] * 2 + ["GR-text"] * 2, "seed": [1, 0, 0, 1],
+                         "recall@10": [0.3, 0.2, 0.1, 0.15], "delta_syn": [0.2, 0.05, 0.0, 0.0]})
+    ctrl = pd.DataFrame({"seed": [0, 1], "delta_syn": [0.01, -0.02]})
+    t = ex.per_seed_table(rows, ctrl)
+    assert list(t.index) == [0, 1]
+    assert t["gain (claim 12)"].tolist() == pytest.approx([0.1, 0.15])
+    assert t["drop diff (claim 14)"].tolist() == pytest.approx([0.04, 0.22])
+    with pytest.raises(ValueError, match="control"):
+        ex.per_seed_table(rows, ctrl.iloc[:1])
+    with pytest.raises(ValueError, match="rows"):
+        ex.per_seed_table(rows.drop(columns="delta_syn"), ctrl)
+
+
+# -- host syncs of the training loop (issue 43, point 3) ---------------------------------------------
+
+def _train_run(world, method, n):
+    from icml26.syngr.train import TrainConfig, train_generator
+
+    cfg = m.preset("smoke")
+    model = ex.make_model(cfg, world.layout, "fused", 0)
+    val = {k: v[:8] for k, v in world.batches["val"].items()}
+    return train_generator(model, world.batches["train"], val, world.trie,
+                           TrainConfig(epochs=1, batch_size=8, lr=1e-3, eval_every=1, beam=10, max_steps=n), method)
+
+
+@pytest.mark.parametrize("method", ["nll", "syngr"])
+def test_generator_training_loop_no_sync_per_step(world, method):
+    """The loop the notebooks call (GR: the NLL; SynGR: saliency, masking, three views, contrastive loss)
+    reads nothing from the host per step (before: 1 sync per GR step, 9 per SynGR step: the loss logs'
+    float()s, the finiteness checks of the saliency and of the contrastive inputs, a boolean index)."""
+    from icml26.book.budget import count_step
+
+    one, three = (count_step(lambda n=n: _train_run(world, method, n)).syncs for n in (1, 3))
+    assert three == one
+
+
+def test_losses_unchanged_by_the_sync_free_step(world):
+    """The sync-free step computes the same numbers as the checked public pieces: the NLL mean over the
+    enabled views picked by a boolean mask and the checked contrastive loss."""
+    from icml26.syngr.method import saliency_pass, token_saliency
+
+    torch.manual_seed(0)
+    model = ex.make_model(m.preset("smoke"), world.layout, "fused", 0).eval()
+    b = _small_batch(world)
+    cfg = m.SynGRConfig(use_mask_nll=False)
+    loss, logs = m.syngr_loss(model, b, cfg, torch.Generator().manual_seed(0))
+    sal, v = saliency_pass(model, b["input_ids"], b["valid"])
+    _, v2, attn = model.encode(b["input_ids"], b["valid"], need_attn=True)
+    assert torch.equal(sal, token_saliency(attn, v2))
+    dom = m.dominant_modality(sal, model.pos_mod, v)
+    m_ids, m_valid = m.mask_dominant_topr(b["input_ids"], sal, model.pos_mod, v, dom, cfg.mask_ratio, 0, cfg.masking,
+                                          torch.Generator().manual_seed(0))
+    u_ids, u_valid = m.unimodal_view(b["input_ids"], model.pos_mod, v, dom, 0)
+    out = model(torch.cat([b["input_ids"], m_ids, u_ids]), torch.cat([b["valid"], m_valid, u_valid]),
+                b["labels"].repeat(3, 1))
+    B = len(b["input_ids"])
+    nll = out["nll"].view(3, B)
+    z = out["dec_hidden"].mean(1).view(3, B, -1)
+    ref = nll[torch.tensor([True, False, True])].mean() + cfg.alpha * m.synergy_contrastive_loss(z[0], z[1], z[2], cfg.tau)
+    assert float(loss) == float(ref)
+    assert all(isinstance(v, torch.Tensor) and v.dim() == 0 for v in logs.values())
+    nl, nlogs = m.nll_loss(model, b)
+    assert float(nlogs["nll"]) == float(nl)

@@ -384,8 +384,9 @@ def bar_verdict(mean: float, lo: float, bar: float) -> str:
 def edge_verdict(n_rising: int, n_runs: int, slope_lo: float) -> str:
     """The reading, in words for the prose, of the end of the epoch axis: ``n_rising`` of ``n_runs`` runs
     whose validation Recall@10 still rises over the last epochs, and the lower end ``slope_lo`` of the
-    interval of that slope over seeds. Still rising on every run (interval above zero) makes a claim about
-    this budget a lower bound of what a longer one gives."""
+    interval of that slope over seeds. Still rising on every run (interval above zero) makes the method's score
+    at this budget a lower bound of what a longer one gives (a gain over a baseline needs the baseline's slope
+    too)."""
     for name, v in (("n_rising", n_rising), ("n_runs", n_runs)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
@@ -396,12 +397,14 @@ def edge_verdict(n_rising: int, n_runs: int, slope_lo: float) -> str:
         raise ValueError(f"slope_lo must be a finite number, got {slope_lo!r}")
     if n_rising == n_runs and slope_lo > 0:
         return ("every run is still improving at the last epoch, so the budget, not the method, stops them: "
-                "claims 12 and 14 are lower bounds of what a longer budget gives")
+                "GR-fused's recall and its motif-shift drop (claim 14) are lower bounds of what a longer budget "
+                "gives")
     if slope_lo > 0:
-        return ("the runs are still improving at the last epoch on average, though not every one, so claims 12 "
-                "and 14 are more likely lower bounds of what a longer budget gives than its limit")
+        return ("the runs are still improving at the last epoch on average, though not every one, so GR-fused's "
+                "recall and its motif-shift drop (claim 14) are more likely lower bounds of what a longer budget "
+                "gives than its limit")
     return ("the runs have not been shown to improve at the last epoch (the slope's interval reaches zero), so "
-            "claims 12 and 14 need not change with a longer budget")
+            "GR-fused's recall and its motif-shift drop (claim 14) need not change with a longer budget")
 
 
 def untrained_control(world: World, cfg: SynGRPreset, seeds=None) -> pd.DataFrame:
@@ -416,3 +419,25 @@ def untrained_control(world: World, cfg: SynGRPreset, seeds=None) -> pd.DataFram
         rows.append({"method": "untrained", "seed": seed, **rank_metrics(ev["ranks"], world.slices),
                      "delta_syn": rel["delta_syn"], "delta_uni": rel["delta_uni"]})
     return pd.DataFrame(rows)
+
+
+def per_seed_table(rows: pd.DataFrame, control: pd.DataFrame) -> pd.DataFrame:
+    """One row per training seed: GR-fused's and GR-text's test Recall@10 and claim 12's gain (their
+    difference), the motif-shift drops of GR-fused and of the untrained control and claim 14's difference.
+    ``rows`` as :func:`generator_protocol` returns them, ``control`` as :func:`untrained_control`."""
+    for name, df, cols in (("rows", rows, ("method", "seed", "recall@10", "delta_syn")),
+                           ("control", control, ("seed", "delta_syn"))):
+        if not isinstance(df, pd.DataFrame) or not set(cols) <= set(df.columns):
+            raise ValueError(f"{name} must be a DataFrame with columns {list(cols)}")
+    f = rows[rows.method == "GR-fused"].set_index("seed")
+    t = rows[rows.method == "GR-text"].set_index("seed")
+    c = control.set_index("seed")
+    if f.empty or t.empty or not (set(f.index) == set(t.index) == set(c.index)):
+        raise ValueError("rows and control must hold GR-fused, GR-text and the control on the same seeds")
+    out = pd.DataFrame({"GR-fused R@10": f["recall@10"], "GR-text R@10": t["recall@10"]})
+    out["gain (claim 12)"] = out["GR-fused R@10"] - out["GR-text R@10"]
+    out["GR-fused drop"] = f["delta_syn"]
+    out["untrained drop"] = c["delta_syn"]
+    out["drop diff (claim 14)"] = out["GR-fused drop"] - out["untrained drop"]
+    return out.sort_index()
+

@@ -194,6 +194,11 @@ def token_saliency(attn: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         raise ValueError("attn must be finite (no NaN or inf)")
     if not isinstance(valid, torch.Tensor) or valid.shape != (attn.shape[0], attn.shape[-1]) or valid.dtype != torch.bool:
         raise ValueError("valid must be a bool tensor [B, S] matching attn")
+    return _saliency(attn, valid)
+
+
+def _saliency(attn: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Eq. (S) without the input checks (for the model's own attention: the finiteness check reads the host)."""
     q = valid.to(attn.dtype)                                        # [B, S] valid queries
     per_key = (attn.mean(1) * q[:, :, None]).sum(1)                # [B, S_key]
     return per_key / q.sum(1, keepdim=True).clamp_min(1)
@@ -262,6 +267,11 @@ def synergy_contrastive_loss(z_ori, z_mask, z_uni, tau: float = 0.07) -> torch.T
             raise ValueError(f"{nm} must be a non-empty tensor [B, d] with the shape of z_ori")
         if not bool(torch.isfinite(z).all()):
             raise ValueError(f"{nm} must be finite (no NaN or inf)")
+    return _contrastive(z_ori, z_mask, z_uni, tau)
+
+
+def _contrastive(z_ori, z_mask, z_uni, tau: float) -> torch.Tensor:
+    """Eq. (CL) without the input checks (the training step's inner call: the checks read the host)."""
     pos = F.cosine_similarity(z_mask, z_ori, dim=-1) / tau
     neg = F.cosine_similarity(z_mask, z_uni, dim=-1) / tau
     return -(pos - torch.logsumexp(torch.stack([pos, neg], -1), -1)).mean()
@@ -293,12 +303,13 @@ def saliency_pass(model: GRSeq2Seq, input_ids, valid):
     """No-grad encoder pass: saliency [B, S] and the (history-mode) valid mask the model saw."""
     with torch.no_grad():
         _, v, attn = model.encode(input_ids, valid, need_attn=True)
-    return token_saliency(attn, v), v
+    return _saliency(attn, v), v
 
 
 def syngr_loss(model: GRSeq2Seq, batch: dict, cfg: SynGRConfig, generator: torch.Generator | None = None):
     """Eq. (L), one training step's loss (Sec. 3.5): saliency pass, dominant modality, the three views
-    stacked into one 3B batch with shared labels, NLL of the enabled views and alpha * L_cl."""
+    stacked into one 3B batch with shared labels, NLL of the enabled views and alpha * L_cl. The logs are 0-d
+    tensors (read them with ``float``), so the step itself reads nothing from the host."""
     if not isinstance(cfg, SynGRConfig):
         raise TypeError(f"cfg must be a SynGRConfig, got {type(cfg).__name__}")
     generator_arg(generator)
@@ -311,18 +322,18 @@ def syngr_loss(model: GRSeq2Seq, batch: dict, cfg: SynGRConfig, generator: torch
     u_ids, u_valid = unimodal_view(ids, pm, v, keep, pad)
     out = model(torch.cat([ids, m_ids, u_ids]), torch.cat([valid, m_valid, u_valid]), labels.repeat(3, 1))
     nll = out["nll"].view(3, B)
-    use = torch.tensor([True, cfg.use_mask_nll, cfg.use_uni_nll], device=nll.device)
+    use = [i for i, on in enumerate((True, cfg.use_mask_nll, cfg.use_uni_nll)) if on]   # host flags: no sync
     loss_nll = nll[use].mean()
     z = out["dec_hidden"].mean(1).view(3, B, -1)
-    l_cl = synergy_contrastive_loss(z[0], z[1], z[2], cfg.tau)
+    l_cl = _contrastive(z[0], z[1], z[2], cfg.tau)
     loss = loss_nll + cfg.alpha * l_cl
-    logs = {"nll": float(nll[0].mean().detach()), "l_cl": float(l_cl.detach()),
-            "text_dominant": float((dom == 0).float().mean())}
+    logs = {"nll": nll[0].mean().detach(), "l_cl": l_cl.detach(), "text_dominant": (dom == 0).float().mean()}
     return loss, logs
 
 
 def nll_loss(model: GRSeq2Seq, batch: dict, generator=None):
-    """Plain generator loss: token-mean NLL on the full history (the GR baselines)."""
+    """Plain generator loss: token-mean NLL on the full history (the GR baselines). The logs are 0-d tensors
+    (read them with ``float``): the training step reads nothing from the host."""
     out = model(batch["input_ids"], batch["valid"], batch["labels"])
     loss = out["nll"].mean()
-    return loss, {"nll": float(loss.detach())}
+    return loss, {"nll": loss.detach()}

@@ -47,7 +47,7 @@ class SynGRPreset:
     gen_epochs: int = 8             # GR-text vs GR-fused (notebook 3): epochs, validation after every one
     gen_eval_every: int = 1
     gen_dropout: float = 0.0        # notebook 3's generators: residual dropout (book: none, for the CPU budget)
-    gen_batch_size: int = 128       # notebook 3's generators: mini-batch (book: 128; 256 learned slower, issue 40)
+    gen_batch_size: int = 128       # notebook 3's generators: mini-batch (book: 128; 256 learned slower at lr 6e-3 and 1.2e-2)
     beam: int = 20
     max_steps: int = 1_000_000      # cap on steps per epoch (in effect none; the dry run cuts it)
     n_eval: int = 500               # users whose validation / test targets are evaluated

@@ -171,7 +171,8 @@ def fit(model, n_rows: int, step_loss, val_recall, cfg: TrainConfig, generator: 
     mini-batches of ``n_rows`` training rows; validation Recall@10 every ``eval_every`` epochs (and at
     the end), best weights kept. ``step_loss(idx) -> (loss, rows_forward)`` for a batch of row indices;
     ``val_recall() -> float``; ``after_eval(log)`` adds per-evaluation logs."""
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    # foreach: the multi-tensor AdamW (the same arithmetic, one call per step instead of one per parameter)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
     steps_per = (n_rows + cfg.batch_size - 1) // cfg.batch_size
     if cfg.max_steps:
         steps_per = min(steps_per, cfg.max_steps)
