@@ -570,7 +570,8 @@ def test_exact_p_study_grid_layout(bench):
 # notebook 3: the tuned, seeded comparison with the transformer
 # ---------------------------------------------------------------------------------------------
 def _cmp_cfg(**kw):
-    base = dict(cmp_nodes=8, cmp_days=3, cmp_epochs=1, cmp_seeds=2, cmp_lrs=(2e-3, 5e-3), max_batches=1, max_eval=16)
+    base = dict(cmp_nodes=8, cmp_days=3, cmp_epochs=1, cmp_tf_epochs=2, cmp_seeds=2, cmp_cheap_seeds=3,
+                cmp_tune_seeds=1, cmp_lrs=(2e-3, 5e-3), max_batches=1, max_eval=16)
     base.update(kw)
     return dataclasses.replace(m.preset("smoke"), **base)
 
@@ -582,34 +583,68 @@ def test_comparison_preset_changes_only_instance_and_epochs():
     same = [f.name for f in dataclasses.fields(cfg) if f.name not in ("n_nodes", "days", "epochs")]
     assert all(getattr(c, f) == getattr(cfg, f) for f in same)
     assert cfg.lr in cfg.cmp_lrs and cfg.lr_transformer in cfg.cmp_lrs   # notebook 2's hand-set rates
-    assert cfg.cmp_seeds >= 5 and len(cfg.cmp_lrs) == len(cfg.cmp_alphas) >= 3
+    assert cfg.cmp_seeds >= 5 and cfg.cmp_cheap_seeds >= 10 and len(cfg.cmp_lrs) == len(cfg.cmp_alphas) >= 3
+    assert 1 <= cfg.cmp_tune_seeds <= cfg.cmp_seeds <= cfg.cmp_cheap_seeds
+
+
+def test_keep_best_leaves_the_model_at_its_best_validation_epoch():
+    cfg = _cmp_cfg()
+    c = ex.comparison_preset(cfg)
+    w = ex.make_benchmark(c, seed=0)["windows"]
+    torch.manual_seed(0)
+    tf = m.STTransformer(c.n_nodes, c.t_in, c.t_out)
+    start = ex.evaluate(tf, w, "val")["mae"]
+    h = ex.train_forecaster(tf, w, 4, lr=3e-2, batch_size=8, seed=0, max_batches=2, progress=False, keep_best=True)
+    assert h["steps"] == 8 and h["best_epoch"] == int(np.argmin(h["val_mae"]))
+    assert ex.evaluate(tf, w, "val")["mae"] == pytest.approx(min(h["val_mae"]), abs=1e-6)
+    assert min(h["val_mae"]) <= start
+    # without keep_best the same run ends at its last epoch, with the same history
+    torch.manual_seed(0)
+    tf2 = m.STTransformer(c.n_nodes, c.t_in, c.t_out)
+    h2 = ex.train_forecaster(tf2, w, 4, lr=3e-2, batch_size=8, seed=0, max_batches=2, progress=False)
+    assert h2["val_mae"] == h["val_mae"] and h2["best_epoch"] == h["best_epoch"]
+    assert ex.evaluate(tf2, w, "val")["mae"] == pytest.approx(h2["val_mae"][-1], abs=1e-6)
 
 
 def test_transformer_study_layout_and_pairing():
     cfg = _cmp_cfg()
     st = ex.transformer_study(cfg)
-    assert st["seeds"] == [0, 1]
-    for name in ("unrolled (ridge start)", "transformer"):
+    U, U0, TF = ex.U_NAME, ex.U0_NAME, ex.TF_NAME
+    assert st["seeds"] == [0, 1, 2] and st["seeds_u"] == [0, 1] and st["tune_seeds"] == [0]
+    assert st["max_epochs"] == {U: 1, TF: 2}
+    for name, n in ((U, 2), (TF, 3)):
         assert list(st[name]) == list(cfg.cmp_lrs)
-        assert all(len(v["val"]) == len(v["test"]) == 2 for v in st[name].values())
+        best = st["tuned"][name].best["lr"]
+        for lr, v in st[name].items():
+            k = n if lr == best else 1          # a rate not chosen holds the tuning seed only
+            assert len(v["val"]) == len(v["test"]) == len(v["best_epoch"]) == k
+            assert all(0 <= e <= st["max_epochs"][name] and len(cu) == st["max_epochs"][name] + 1
+                       for e, cu in zip(v["best_epoch"], v["curve"]))
         assert st["cpu_s"][name] > 0 and st["params"][name] > 0
-    assert list(st["ridge"]) == list(cfg.cmp_alphas)
+    assert len(st[U0][None]["test"]) == 2 and list(st["ridge"]) == list(cfg.cmp_alphas)
     c = ex.comparison_preset(cfg)
-    assert st["steps"] == ex.optimiser_steps(c, ex.make_benchmark(c, seed=1)) == 1
+    assert st["steps_per_epoch"] == ex.optimiser_steps(c, ex.make_benchmark(c, seed=1), epochs=1) == 1
     # seed s fixes data and initial weights: a second study repeats every number
     st2 = ex.transformer_study(cfg)
-    assert st2["transformer"][5e-3]["test"] == st["transformer"][5e-3]["test"]
-    assert st2["unrolled (ridge start)"][2e-3]["val"] == st["unrolled (ridge start)"][2e-3]["val"]
+    for name in (TF, U, U0, "ridge"):
+        assert {k: v["test"] for k, v in st2[name].items()} == {k: v["test"] for k, v in st[name].items()}
     # the data differ between seeds (each seed is a SynthRoad instance)
     assert st["persistence"][None]["test"][0] != st["persistence"][None]["test"][1]
-    cmp, tuned = ex.study_comparison(st, {
-        "unrolled (ridge start)": {"axis": "lr", "cost": st["steps"]}, "transformer": {"axis": "lr", "cost": st["steps"]},
-        "ridge": {"axis": "alpha", "cost": 0}, "persistence": {"axis": None, "cost": 0, "untuned": "-", "control": True}})
-    assert tuned["transformer"].n_configs == tuned["unrolled (ridge start)"].n_configs == 2
-    assert cmp.diff("unrolled (ridge start)", "transformer", "ratio").n == 2
+    on_u, on_all, tuned = ex.budget_comparisons(st)
+    assert list(on_u.rows) == [U, U0, TF, "ridge", "persistence"] and on_u.seeds == [0, 1]
+    assert list(on_all.rows) == [TF, "ridge", "persistence"] and on_all.seeds == [0, 1, 2]
+    assert tuned[TF].n_configs == tuned[U].n_configs == tuned["ridge"].n_configs == 2
+    assert on_u.rows[U0].control and on_u.rows["persistence"].control
+    assert on_u.rows[U].cost == 1 and on_u.rows[TF].cost == 2
+    # the common seeds carry the same transformer scores in both comparisons
+    assert list(on_all.rows[TF].per_seed[:2]) == list(on_u.rows[TF].per_seed)
+    assert on_u.diff(U, TF, "ratio").n == 2 and on_all.diff(TF, "ridge").n == 3
 
 
-@pytest.mark.parametrize("kw, arg", [(dict(cmp_lrs=()), "cmp_lrs"), (dict(cmp_seeds=0), "cmp_seeds")])
+@pytest.mark.parametrize("kw, arg", [(dict(cmp_lrs=()), "cmp_lrs"), (dict(cmp_seeds=0), "cmp_seeds"),
+                                     (dict(cmp_tune_seeds=3), "cmp_tune_seeds"),
+                                     (dict(cmp_cheap_seeds=1), "cmp_cheap_seeds"),
+                                     (dict(cmp_tf_epochs=0), "cmp_tf_epochs")])
 def test_transformer_study_bad_preset(kw, arg):
     with pytest.raises(ValueError, match=arg):
         ex.transformer_study(_cmp_cfg(**kw))

@@ -97,10 +97,13 @@ def evaluate(model_or_fn, windows: dict, split: str = "test", device="cpu", max_
 def train_forecaster(model: nn.Module, windows: dict, epochs: int = 8, lr: float = 5e-3, batch_size: int = 32,
                      loss: str = "huber", full_window_loss: bool = True, grad_clip: float | None = 5.0,
                      seed: int = 0, device="cpu", clamp: bool = True, max_batches: int | None = None,
-                     val_windows: int | None = None, progress: bool = True) -> dict:
+                     val_windows: int | None = None, progress: bool = True, keep_best: bool = False) -> dict:
     """Adam + masked Huber (delta 1, data units). After every step the unrolled model's CG steps are
     clamped to [0, 1.2] and mu, rho to >= 1e-3 (``clamp``). Returns per-epoch train loss and val MAE
-    (epoch 0 = before training)."""
+    (epoch 0 = before training), ``best_epoch`` (the epoch of the lowest val MAE, 0 included) and
+    ``steps`` (optimiser steps taken). With ``keep_best`` the model leaves with the weights of its
+    best-validation epoch (best-validation-epoch selection: training runs all ``epochs``, the
+    epoch is chosen on validation data only)."""
     if loss not in ("huber", "mae", "mse"):
         raise ValueError(f"loss must be 'huber', 'mae' or 'mse', got {loss!r}")
     epochs = check_int("epochs", epochs, 0)
@@ -118,6 +121,9 @@ def train_forecaster(model: nn.Module, windows: dict, epochs: int = 8, lr: float
     mean, std = windows["mean"], windows["std"]
     hist = {"epoch": [0], "train_loss": [math.nan],
             "val_mae": [evaluate(model, windows, "val", device, val_windows)["mae"]]}
+    best = {"epoch": 0, "val": hist["val_mae"][0],
+            "state": _state_copy(model) if keep_best else None}
+    steps = 0
     n = tr["x"].shape[0]
     for ep in tqdm(range(1, epochs + 1), desc="epochs", leave=False, disable=not progress):
         model.train()
@@ -147,10 +153,20 @@ def train_forecaster(model: nn.Module, windows: dict, epochs: int = 8, lr: float
             if clamp and hasattr(model, "clamp_"):
                 model.clamp_()
             losses.append(lv.detach())          # kept on the device: one host read per epoch
+            steps += 1
         hist["epoch"].append(ep)
         hist["train_loss"].append(float(torch.stack(losses).mean()) if losses else math.nan)
         hist["val_mae"].append(evaluate(model, windows, "val", device, val_windows)["mae"])
+        if hist["val_mae"][-1] < best["val"]:
+            best.update(epoch=ep, val=hist["val_mae"][-1], state=_state_copy(model) if keep_best else None)
+    hist["best_epoch"], hist["steps"] = best["epoch"], steps
+    if keep_best:
+        model.load_state_dict(best["state"])
     return hist
+
+
+def _state_copy(model: nn.Module) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -680,66 +696,142 @@ def untrained_vs_ridge(cfg, scaler: str) -> dict:
 # ---------------------------------------------------------------------------------------------
 def comparison_preset(cfg):
     """The preset of notebook 3's comparison: ``cfg`` on the smaller SynthRoad instance
-    (``cfg.cmp_nodes`` sensors, ``cfg.cmp_days`` days) trained for ``cfg.cmp_epochs`` epochs; every
-    other field (network, batch, gradient clip, evaluation limits) is the chapter's."""
+    (``cfg.cmp_nodes`` sensors, ``cfg.cmp_days`` days) with ``epochs`` the unrolled model's epoch cap
+    ``cfg.cmp_epochs``; every other field (network, batch, gradient clip, evaluation limits) is the
+    chapter's."""
     from dataclasses import replace
     return replace(cfg, n_nodes=cfg.cmp_nodes, days=cfg.cmp_days, epochs=cfg.cmp_epochs)
 
 
-def _trained_scores(model: nn.Module, c, w: dict, lr: float, seed: int, device) -> dict:
-    """Train ``model`` with the chapter's loop (Huber, Adam, batch, clip of ``c``) and score it."""
+U_NAME, U0_NAME, TF_NAME = "unrolled (ridge start)", "unrolled, 0 steps", "transformer"
+
+
+def _trained_scores(model: nn.Module, c, w: dict, lr: float, seed: int, device, epochs: int) -> dict:
+    """Train ``model`` with the chapter's loop (Huber, Adam, batch, clip of ``c``) for ``epochs``,
+    keep its best-validation epoch (:func:`train_forecaster` with ``keep_best``) and score it."""
     t0 = time.process_time()
-    train_forecaster(model, w, c.epochs, lr=lr, batch_size=c.batch_size, grad_clip=c.grad_clip, seed=seed,
-                     device=device, max_batches=c.max_batches, val_windows=c.max_eval, progress=False)
+    hist = train_forecaster(model, w, epochs, lr=lr, batch_size=c.batch_size, grad_clip=c.grad_clip, seed=seed,
+                            device=device, max_batches=c.max_batches, val_windows=c.max_eval, progress=False,
+                            keep_best=True)
     return {"val": evaluate(model, w, "val", device, c.max_eval)["mae"],
             "test": evaluate(model, w, device=device, max_windows=c.max_eval)["mae"],
+            "best_epoch": hist["best_epoch"], "curve": hist["val_mae"], "steps": hist["steps"],
             "cpu_s": time.process_time() - t0, "params": count_parameters(model)}
 
 
 def transformer_study(cfg, device="cpu") -> dict:
-    """The unrolled model (ridge start) against the transformer baseline, both trained by
-    :func:`train_forecaster` for the same epochs and batches, each for every learning rate of
-    ``cfg.cmp_lrs``, on ``cfg.cmp_seeds`` training seeds of :func:`comparison_preset`'s instance.
-    Seed ``s`` fixes the SynthRoad instance (road network and traffic), the initial weights
-    (:func:`~icml26.core.compare.paired_init`) and the batch order of every method alike. Also per
-    seed: persistence (the no-treatment row) and ridge for each ``cfg.cmp_alphas``.
+    """The unrolled model (ridge start) against the transformer baseline, each trained by
+    :func:`train_forecaster` up to its epoch cap (``cfg.cmp_epochs`` for the unrolled model,
+    ``cfg.cmp_tf_epochs`` for the transformer) and kept at its best-validation epoch: one rule for
+    both, a cap per model set so that no run's best epoch sits at it (``"best_epoch"`` records it).
 
-    Returns the layout of :func:`huber_control_study` (``{method: {config: {"val": [...], "test":
-    [...]}}}`` over ``"seeds"``) plus ``"steps"`` (optimiser steps of one run), ``"params"`` and
-    ``"cpu_s"`` (CPU seconds per method, summed over its runs and seeds)."""
-    from icml26.core import paired_init
+    The learning rate (grid ``cfg.cmp_lrs``, the same for both) is tuned on the validation MAE of the
+    first ``cfg.cmp_tune_seeds`` training seeds; the chosen rate is then trained on the unrolled
+    model's ``cfg.cmp_seeds`` seeds and the transformer's ``cfg.cmp_cheap_seeds`` (the first
+    ``cmp_seeds`` are common to all rows). Seed ``s`` fixes the SynthRoad instance, the initial
+    weights (:func:`~icml26.core.compare.paired_init`) and the batch order of every method alike.
+    Per seed also: persistence (the no-treatment row), ridge for each ``cfg.cmp_alphas``, and the
+    unrolled model after 0 optimiser steps (ridge-initialised extrapolator, initial layer weights).
+
+    Returns ``{method: {config: {"val": [...], "test": [...]}}}`` (trained models: also
+    ``"best_epoch"`` and ``"curve"`` per run; a rate not chosen holds the tuning seeds only),
+    ``"seeds"`` (all), ``"seeds_u"``, ``"tune_seeds"``, ``"tuned"`` (method -> Tuned),
+    ``"max_epochs"``, ``"steps_per_epoch"``, ``"params"`` and ``"cpu_s"`` (CPU seconds per method,
+    summed over its runs and seeds)."""
+    from icml26.core import Grid, paired_init, tune
 
     c = comparison_preset(cfg)
     if not c.cmp_lrs:
         raise ValueError("cfg.cmp_lrs must hold at least one learning rate")
-    seeds = list(range(c.seed, c.seed + check_int("cfg.cmp_seeds", c.cmp_seeds, 1)))
+    n_all = check_int("cfg.cmp_cheap_seeds", c.cmp_cheap_seeds, 1)
+    n_u = check_int("cfg.cmp_seeds", c.cmp_seeds, 1)
+    n_tune = check_int("cfg.cmp_tune_seeds", c.cmp_tune_seeds, 1)
+    if not n_tune <= n_u <= n_all:
+        raise ValueError(f"cfg.cmp_tune_seeds <= cfg.cmp_seeds <= cfg.cmp_cheap_seeds must hold, got "
+                         f"{n_tune}, {n_u}, {n_all}")
     device = check_device(device, "device")
-    trained = ("unrolled (ridge start)", "transformer")
-    out = {"seeds": seeds, "persistence": {None: {"val": [], "test": []}},
+    seeds = list(range(c.seed, c.seed + n_all))
+    max_ep = {U_NAME: check_int("cfg.cmp_epochs", c.cmp_epochs, 1),
+              TF_NAME: check_int("cfg.cmp_tf_epochs", c.cmp_tf_epochs, 1)}
+    per_model_seeds = {U_NAME: seeds[:n_u], TF_NAME: seeds}
+    out = {"seeds": seeds, "seeds_u": seeds[:n_u], "tune_seeds": seeds[:n_tune], "max_epochs": max_ep,
+           "persistence": {None: {"val": [], "test": []}}, U0_NAME: {None: {"val": [], "test": []}},
            "ridge": {a: {"val": [], "test": []} for a in c.cmp_alphas}}
-    out.update({name: {lr: {"val": [], "test": []} for lr in c.cmp_lrs} for name in trained})
-    out["cpu_s"] = {name: 0.0 for name in ("persistence", "ridge", *trained)}
-    out["params"] = {}
-    for s in tqdm(seeds, desc="seeds", leave=False):
-        bench = make_benchmark(c, seed=s)
+    out.update({name: {lr: {k: [] for k in ("val", "test", "best_epoch", "curve")} for lr in c.cmp_lrs}
+                for name in max_ep})
+    out["cpu_s"] = {name: 0.0 for name in ("persistence", "ridge", U0_NAME, *max_ep)}
+    out["params"], benches = {}, {}
+
+    def train(name, s, lr):
+        bench = benches[s]
+        build = ((lambda: build_model(c, bench, seed=s)) if name == U_NAME
+                 else (lambda: bl.STTransformer(c.n_nodes, c.t_in, c.t_out)))
+        r = _trained_scores(paired_init(s, build), c, bench["windows"], lr, s, device, max_ep[name])
+        for k in ("val", "test", "best_epoch", "curve"):
+            out[name][lr][k].append(r[k])
+        out["cpu_s"][name] += r["cpu_s"]
+        out["params"][name] = r["params"]
+
+    for s in tqdm(seeds, desc="seeds (fixed methods, tuning)", leave=False):
+        bench = benches[s] = make_benchmark(c, seed=s)
         w = bench["windows"]
-        out["steps"] = optimiser_steps(c, bench)
+        out["steps_per_epoch"] = optimiser_steps(c, bench, epochs=1)
         fits = [("persistence", None, lambda w=w: bl.persistence(w))]
         fits += [("ridge", a, lambda a=a, w=w, k=bench["knn"]: bl.ridge_forecaster(w, k, a)) for a in c.cmp_alphas]
+        if s in out["seeds_u"]:
+            fits.append((U0_NAME, None, lambda b=bench, s=s: paired_init(s, lambda: build_model(c, b, seed=s))))
         for name, key, fit in fits:
             t0 = time.process_time()
             fn = fit()
-            out[name][key]["val"].append(evaluate(fn, w, "val")["mae"])
-            out[name][key]["test"].append(evaluate(fn, w)["mae"])
-            out["params"][name] = getattr(fn, "n_params", 0)
+            out[name][key]["val"].append(evaluate(fn, w, "val", max_windows=c.max_eval)["mae"])
+            out[name][key]["test"].append(evaluate(fn, w, max_windows=c.max_eval)["mae"])
+            out["params"][name] = fn.n_params if hasattr(fn, "n_params") else (
+                count_parameters(fn) if isinstance(fn, nn.Module) else 0)
             out["cpu_s"][name] += time.process_time() - t0
-        builders = {"unrolled (ridge start)": lambda b=bench, s=s: build_model(c, b, seed=s),
-                    "transformer": lambda: bl.STTransformer(c.n_nodes, c.t_in, c.t_out)}
-        for lr in tqdm(c.cmp_lrs, desc="learning rates", leave=False):
-            for name, build in builders.items():
-                r = _trained_scores(paired_init(s, build), c, w, lr, s, device)
-                out[name][lr]["val"].append(r["val"])
-                out[name][lr]["test"].append(r["test"])
-                out["cpu_s"][name] += r["cpu_s"]
-                out["params"][name] = r["params"]
+        if s in out["tune_seeds"]:
+            for lr in c.cmp_lrs:
+                for name in max_ep:
+                    train(name, s, lr)
+    out["tuned"] = {}
+    for name in max_ep:
+        t = tune(name, lambda cf, tb=out[name]: float(np.mean(tb[cf["lr"]]["val"])), Grid(lr=list(c.cmp_lrs)),
+                 progress=False)
+        out["tuned"][name] = t
+        for s in tqdm(per_model_seeds[name][n_tune:], desc=f"{name} at the chosen rate", leave=False):
+            train(name, s, t.best["lr"])
     return out
+
+
+def budget_comparisons(study: dict, metric: str = "test MAE (mph)", budget: str = "optimiser steps per run"):
+    """Notebook 3's two comparisons of a :func:`transformer_study`: ``(on_u, on_all)``.
+
+    ``on_u`` holds every method on the unrolled model's seeds (the unrolled model, its 0-step
+    control, the transformer, ridge, persistence); ``on_all`` the cheap methods (transformer, ridge,
+    persistence) on all seeds. Each tuned method is scored at the configuration chosen on
+    validation data (the learning rate by :func:`transformer_study`, ridge's penalty here on its mean
+    validation MAE over all seeds). A trained model's cost is the optimiser steps of one run (every
+    step up to its epoch cap; the best epoch is chosen afterwards)."""
+    from icml26.core import Comparison, Grid, tune
+
+    ridge = study["ridge"]
+    t_ridge = tune("ridge", lambda cf: float(np.mean(ridge[cf["alpha"]]["val"])), Grid(alpha=list(ridge)),
+                   progress=False)
+    tuned = dict(study["tuned"], ridge=t_ridge)
+    spe = study["steps_per_epoch"]
+    rows = {U_NAME: (study[U_NAME][tuned[U_NAME].best["lr"]]["test"], dict(
+                tuned=tuned[U_NAME], cost=spe * study["max_epochs"][U_NAME])),
+            U0_NAME: (study[U0_NAME][None]["test"], dict(
+                untuned="zero steps: the ridge-initialised model as built", cost=0, control=True)),
+            TF_NAME: (study[TF_NAME][tuned[TF_NAME].best["lr"]]["test"], dict(
+                tuned=tuned[TF_NAME], cost=spe * study["max_epochs"][TF_NAME])),
+            "ridge": (ridge[t_ridge.best["alpha"]]["test"], dict(tuned=t_ridge, cost=0)),
+            "persistence": (study["persistence"][None]["test"], dict(
+                untuned="no parameter: repeats each sensor's last reading", cost=0, control=True))}
+    on_u = Comparison(metric, goal="min", seeds=study["seeds_u"], budget=budget)
+    on_all = Comparison(metric, goal="min", seeds=study["seeds"], budget=budget)
+    n_u = len(study["seeds_u"])
+    for name, (scores, kw) in rows.items():
+        on_u.add(name, scores[:n_u], **kw)
+        if name not in (U_NAME, U0_NAME):
+            on_all.add(name, scores, **kw)
+    return on_u, on_all, tuned

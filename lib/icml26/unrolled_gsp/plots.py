@@ -159,28 +159,28 @@ def ablation_bars(df):
 
 
 def tuned_comparison(study: dict, chosen: dict, trained=("unrolled (ridge start)", "transformer"),
-                     fixed=("ridge", "persistence")):
-    """Notebook 3. Left: mean validation MAE over the training seeds against the learning rate for the
-    trained models (the tuning curves; ``fixed`` at their chosen configuration as horizontal lines).
-    Right: test MAE per training seed at each method's chosen configuration (``chosen``: method ->
-    config key of ``study``), one line per method across the seeds."""
+                     fixed=("unrolled, 0 steps", "ridge", "persistence")):
+    """Notebook 3. Left: validation MAE against the epoch for the trained models at their chosen
+    learning rate (mean over their training seeds; epoch 0 is the model as built), with ``fixed``
+    at their chosen configuration as horizontal lines (mean over the same seeds as the transformer,
+    the 0-step model over its own). Right: test MAE per training seed at each method's chosen
+    configuration (``chosen``: method -> config key of ``study``)."""
     names = list(trained) + list(fixed)
     col = method_colors(names)
     fig, (a, b) = plt.subplots(1, 2, figsize=(6.9, 3.0))
     for name in trained:
-        lrs = sorted(study[name])
-        a.plot(lrs, [np.mean(study[name][lr]["val"]) for lr in lrs], "o-", color=col[name], label=name)
+        curves = np.asarray(study[name][chosen[name]]["curve"], dtype=float)
+        a.plot(np.arange(curves.shape[1]), curves.mean(0), "o-", ms=3, color=col[name], label=name)
     for name in fixed:
         a.axhline(np.mean(study[name][chosen[name]]["val"]), ls="--", lw=1, color=col[name], label=name)
-    a.set_xscale("log")
-    a.set_xlabel("learning rate (log scale)")
+    a.set_xlabel("epoch (best-validation epoch kept)")
     a.set_ylabel("validation MAE (mph), seed mean")
-    seeds = study["seeds"]
     for name in names:
-        b.plot(seeds, study[name][chosen[name]]["test"], "o-", ms=4, color=col[name])
-    b.set_xticks(seeds)
+        scores = study[name][chosen[name]]["test"]
+        b.plot(study["seeds"][:len(scores)], scores, "o-", ms=4, color=col[name])
+    b.set_xticks(study["seeds"])
     b.set_xlabel("training seed (SynthRoad instance)")
     b.set_ylabel("test MAE (mph)")
-    fig.legend(*a.get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=7, bbox_to_anchor=(0.5, -0.08))
+    fig.legend(*a.get_legend_handles_labels(), loc="lower center", ncol=5, fontsize=7, bbox_to_anchor=(0.5, -0.08))
     fig.tight_layout()
     return fig
