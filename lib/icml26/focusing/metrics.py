@@ -114,6 +114,17 @@ def hole_fraction(pred_mask: Tensor, gt_mask: Tensor) -> float:
     return float((pred_mask[fg] < 0.5).float().mean())
 
 
+def hole_fraction_tensor(pred_mask: Tensor, gt_mask: Tensor) -> Tensor:
+    """:func:`hole_fraction` as a 0-d float32 tensor that stays on the device (no host read, no input
+    checks: the training loop logs it per step and reads all steps once). The count of holes and of
+    foreground pixels are exact integers, so ``holes / foreground`` is the same float32 value as the
+    mean of :func:`hole_fraction` (0 where there is no foreground pixel)."""
+    fg = gt_mask.bool()
+    n = fg.sum()
+    k = ((pred_mask < 0.5) & fg).sum()
+    return torch.where(n > 0, k.float() / n.clamp_min(1).float(), torch.zeros((), device=n.device))
+
+
 def activation_memory_estimate(n_voxels: int, width: int, blocks: int, up: int = 2, bytes_per: int = 4,
                                child_frac: float = 0.5) -> int:
     """Analytic activation bytes of the decoder for ``n_voxels`` decoded latent voxels (spec Sec. 4,

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from .camera import Camera, random_camera, rasterize
 from .losses import _weight, render_losses, sparse_tv, tsdf_loss
-from .metrics import chamfer_fscore, hole_fraction, oracle_field, surface_points
+from .metrics import chamfer_fscore, hole_fraction, hole_fraction_tensor, oracle_field, surface_points
 from .model import SparseVAE, fine_occupancy, kl_divergence
 from .render import render_sdf
 from .shapes import Mesh, sample_surface
@@ -21,6 +21,8 @@ from .views import adaptive_zoom, carve, frustum_section, section_camera
 from .voxels import SparseGrid, check_device, check_res, shared_corner_average, voxelize_points
 
 SCHEMES = ("full", "fsv", "focus", "focus_zoom")
+#: per-step logs of :func:`step_loss` kept on the device as 0-d tensors until the loop ends
+_DEVICE_LOGS = ("render", "mask", "depth", "tsdf", "hole")
 
 
 @dataclass
@@ -161,9 +163,11 @@ def step_loss(model: SparseVAE, sd: ShapeData, cam: Camera, gt: dict, keep, cfg:
     if warm and cfg.lambda_tsdf > 0:
         l_tsdf = tsdf_loss(verts.float() * h - 0.5, s, gt["depth"], cam, 3 * h)
         total = total + cfg.lambda_tsdf * l_tsdf
-    logs = {"render": float(L["total"].detach()), "mask": float(L["mask"].detach()), "depth": float(L["depth"].detach()),
-            "tsdf": float(l_tsdf.detach()), "decoded": len(out.latent_grid), "fine": len(out.fine),
-            "hole": hole_fraction(pred["mask"].detach(), gt["mask"])}
+    # loss terms and the hole fraction stay on the device as 0-d tensors (no host read per step);
+    # train_vae reads every step's values once, after the loop
+    logs = {"render": L["total"].detach(), "mask": L["mask"].detach(), "depth": L["depth"].detach(),
+            "tsdf": l_tsdf.detach(), "decoded": len(out.latent_grid), "fine": len(out.fine),
+            "hole": hole_fraction_tensor(pred["mask"].detach(), gt["mask"])}
     return total, logs
 
 
@@ -214,6 +218,8 @@ def train_vae(shapes: list[ShapeData], cfg: TrainConfig, progress: bool = True,
             hist[a].append(logs[a])
         if snap_every and (k + 1) % snap_every == 0:
             _snap(k + 1)                                      # keys count completed steps
+    for a in _DEVICE_LOGS:                                    # one host read for all steps
+        hist[a] = torch.stack(hist[a]).float().cpu().tolist() if hist[a] else []
     if snap_every:
         _snap(cfg.steps)
         hist["snapshots"] = snaps
