@@ -3,8 +3,12 @@
 Each test runs a chapter's real training loop for 1 and for 3 steps on a fixed batch under the counting
 modes of :mod:`icml26.book.budget` (``.item()``, ``float()``, ``nonzero``, boolean-mask indexing,
 ``.tolist()``, ``.numpy()``, ``.cpu()``...) and asserts the same count: a read after the loop is fine, a read
-per step is not. ba-solver's chain loss has its own test (tests/test_ba_solver.py); unrolled-gsp's training
-step too (tests/test_unrolled_gsp.py).
+per step is not. Chapters whose loops changed with their experiments keep the test beside them: ba-solver's
+chain loss (tests/test_ba_solver.py), unrolled-gsp's training step (tests/test_unrolled_gsp.py), pdrf ``train``
+(0 per step), syngr ``train_generator`` (GR and SynGR, 0), dynvla's SFT loop (0), ``generate`` (0) and GRPO
+(1 per iteration, ``check_traj`` in the PDM score: a strict xfail), focusing ``train_vae`` (53 per step for
+``full``, 120 for focus_zoom: host rasterising and carving, the zoom loop and the sparse grid's unique/nonzero;
+a strict xfail and a pinned count) and paced-rl ``train`` (beside its case here).
 
 Where a loop still reads the host every step, its case in :data:`CASES` is a strict xfail (so that a fix
 shows up) plus a test pinning today's count (so that a new sync fails). Known per-step syncs not yet removed
