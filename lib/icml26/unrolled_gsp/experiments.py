@@ -723,7 +723,8 @@ def transformer_study(cfg, device="cpu") -> dict:
     """The unrolled model (ridge start) against the transformer baseline, each trained by
     :func:`train_forecaster` up to its epoch cap (``cfg.cmp_epochs`` for the unrolled model,
     ``cfg.cmp_tf_epochs`` for the transformer) and kept at its best-validation epoch: one rule for
-    both, a cap per model set so that no run's best epoch sits at it (``"best_epoch"`` records it).
+    both, a cap per model from measured validation curves (``"best_epoch"`` records each run's best; at book the
+    unrolled model's sits at its cap of 3 on 3 of 5 seeds, where its test error moves < 0.04 mph up to 5 epochs).
 
     The learning rate (grid ``cfg.cmp_lrs``, the same for both) is tuned on the validation MAE of the
     first ``cfg.cmp_tune_seeds`` training seeds; the chosen rate is then trained on the unrolled

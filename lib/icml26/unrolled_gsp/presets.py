@@ -61,7 +61,7 @@ class UnrolledGSPPreset:
     # -- notebook 3: unrolled model vs transformer, both tuned on validation over training seeds -------
     cmp_nodes: int = 10               # a smaller SynthRoad instance than notebook 2's (book CPU budget)
     cmp_days: int = 7
-    cmp_epochs: int = 3               # epoch cap of the unrolled model (best-validation epoch kept; measured best 1-2)
+    cmp_epochs: int = 3               # epoch cap of the unrolled model (best-validation epoch kept; book: best 2-3)
     cmp_tf_epochs: int = 16           # epoch cap of the transformer (same rule; its validation curve falls longer)
     cmp_seeds: int = 5                # training seeds of the unrolled rows; each fixes data, initial weights, batch order
     cmp_cheap_seeds: int = 10         # training seeds of the cheap rows (transformer, ridge, persistence)
@@ -103,8 +103,9 @@ PRESETS = {
     "gpu": UnrolledGSPPreset(n_nodes=50, days=30, n_heads=4, epochs=10, scratch_epochs=3,
                              ablation_nodes=50, ablation_days=20, ablation_epochs=4, ablation_seeds=3,
                              ablations=("full", "w/o DGTV", "w/o DGLR", "UT", "fixed graphs", "persistence start"),
-                             # notebook 3: (2 x 3 + 3) runs x 6 epochs x ~42 steps of the 2 x 5 network, ~39 ms
-                             # each, plus (2 x 3 + 8) x 30 (cheaper) transformer epochs: projected under 300 s
+                             # notebook 3: 4 lrs x 2 tuning seeds + 5 seeds of the unrolled model (6 epochs),
+                             # the same for the transformer (30 epochs, 10 seeds): 148 s projected from
+                             # cost.py; not yet run on a GPU
                              cmp_nodes=50, cmp_days=20, cmp_epochs=6, cmp_tf_epochs=30, cmp_tune_seeds=2),
 }
 
