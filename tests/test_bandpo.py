@@ -227,6 +227,56 @@ def test_token_task_runs():
     assert c[0] <= c[3] and c[1] <= c[4] and c[3] + c[4] <= c[2]
 
 
+# ----------------------------------------------------------------------------- issue 43: no host sync per step
+def test_gpu_path_equals_cpu_path(monkeypatch):
+    """Computing every row (the GPU path, no torch.unique) gives the CPU path's results, bit for bit here."""
+    from icml26.bandpo import envs, experiments
+
+    def both(run):
+        cpu = run()
+        with monkeypatch.context() as mp:
+            for mod in (envs, experiments):
+                mp.setattr(mod, "dedupe_on_host", lambda t: False)
+            return cpu, run()
+
+    rules = [bp.make_bound_fn(r) for r in ("band_kl", "clip", "band_kl_relax")]
+    env = bp.HeadTailBandit(n_contexts=16, n_actions=8)
+    cpu, gpu = both(lambda: bp.train_bandit(env, rules, iters=4, group_size=8, inner_steps=3, seed=[0, 1]))
+    for a, b in zip(cpu, gpu):
+        assert all(np.array_equal(a[k], b[k]) for k in a)
+    task = bp.TokenChainTask(n_prompts=16, seq_len=4, vocab=6, seed=0)
+    policy = bp.warm_start(task, steps=5, seed=0, hidden=16)
+    cpu, gpu = both(lambda: bp.train_token_policy(task, bp.make_bound_fn("band_kl"), iters=3, prompts_per_iter=4,
+                                                  group_size=4, inner_steps=2, eval_every=3, policy=policy))
+    assert all(np.allclose(cpu[k], gpu[k], rtol=1e-5, atol=1e-6) for k in cpu)
+
+
+def test_deferred_checks_raise_after_the_block():
+    """Inside deferred_checks a bad value does not raise at once: the block raises a failed check when it
+    ends (the first in the order the checks were first made); outside it, the same call raises at once."""
+    from icml26.bandpo.method import deferred_checks
+
+    logp = torch.tensor([[-1.0, float("nan")]], dtype=F64)
+    adv, ok = torch.ones(1, dtype=F64), torch.tensor([0.3, 0.5], dtype=F64)
+    with pytest.raises(ValueError, match="logp must not contain NaN"):
+        bp.clipped_surrogate_loss(logp, logp.nan_to_num(), adv, 0.8, 1.2)
+    reached = []
+    with pytest.raises(ValueError, match=r"logp must not contain NaN or infinite values \(checked after the loop\)"):
+        with deferred_checks():
+            bp.clipped_surrogate_loss(logp, logp.nan_to_num(), adv, 0.8, 1.2)
+            bp.band_bounds(torch.tensor([1.5], dtype=F64), 0.05, "kl")    # also bad, later
+            reached.append(True)
+    assert reached == [True]
+    with pytest.raises(ValueError, match=r"p must lie in \(0, 1\]"):
+        with deferred_checks():
+            bp.band_bounds(torch.tensor([0.0], dtype=F64), 0.05, "kl")
+    with deferred_checks():                                       # nothing bad: nothing raised
+        bp.band_bounds(ok, 0.05, "kl")
+    env = bp.HeadTailBandit(n_contexts=4, n_actions=4)
+    with pytest.raises(ValueError, match="checked after the loop"):  # a rule returning NaN bounds, in training
+        bp.train_bandit(env, lambda p: (torch.full_like(p, float("nan")), torch.ones_like(p)), iters=2)
+
+
 # ----------------------------------------------------------------------------- clip diagnostics
 def test_clip_counts_are_conditional_on_the_advantage():
     from icml26.bandpo.experiments import _clip_counts

@@ -121,6 +121,65 @@ def test_fit_erm_batched_equals_single():
     assert float((both[1] - one).abs().max()) < 1e-10
 
 
+def _fit_erm_halving(X, y, loss, reg, tol=1e-8, max_iter=100):
+    """fit_erm as it was before issue 43: the Armijo step halved with a host read per halving."""
+    from icml26.cgmt.method import erm_objective, loss_d1, loss_d2
+
+    B, n, p = X.shape
+    theta = torch.zeros(B, p, dtype=DTYPE)
+    F, iters = erm_objective(X, y, theta, loss, reg), 0
+    for it in range(1, max_iter + 1):
+        iters = it
+        t = y * torch.einsum("bnp,bp->bn", X, theta)
+        grad = torch.einsum("bnp,bn->bp", X, y * loss_d1(loss, t)) / n + reg.grad(theta)
+        if float(grad.abs().max()) < tol:
+            break
+        H = (X * (loss_d2(loss, t) / n)[..., None]).transpose(1, 2) @ X + torch.diag_embed(reg.hess_diag(theta))
+        delta = -torch.cholesky_solve(grad[..., None], torch.linalg.cholesky(H))[..., 0]
+        gd, step = (grad * delta).sum(1), torch.ones(B, dtype=DTYPE)
+        for _ in range(40):
+            ok = erm_objective(X, y, theta + step[:, None] * delta, loss, reg) <= F + 1e-4 * step * gd + 1e-13 * (1 + F.abs())
+            if bool(ok.all()):
+                break
+            step = torch.where(ok, step, step / 2)
+        theta = theta + step[:, None] * delta
+        F = erm_objective(X, y, theta, loss, reg)
+    return theta, iters
+
+
+@pytest.mark.parametrize("loss", ["logistic", "square"])
+def test_fit_erm_line_search_equals_halving(loss):
+    """Issue 43: all Armijo step sizes tested at once give the steps of halving with a read per halving
+    (bit for bit here, on data where the first iterations backtrack)."""
+    from icml26.cgmt import method
+
+    g = torch.Generator().manual_seed(1)
+    X = torch.randn(3, 30, 40, generator=g, dtype=DTYPE) / 40 ** 0.5
+    y = torch.sign(X @ torch.randn(40, generator=g, dtype=DTYPE) + 0.3 * torch.randn(3, 30, generator=g, dtype=DTYPE))
+    steps = []
+    real = method._armijo_step
+
+    def spy(*a):
+        steps.append(real(*a))
+        return steps[-1]
+
+    reg = m.pseudo_huber(0.1, 0.05)
+    import unittest.mock
+    with unittest.mock.patch.object(method, "_armijo_step", spy):
+        theta, info = m.fit_erm(X, y, loss, reg, return_info=True)
+    ref, iters = _fit_erm_halving(X, y, loss, reg)
+    assert torch.equal(theta, ref) and info["iterations"] == iters
+    assert float(torch.stack(steps).min()) < 1                  # the line search did backtrack
+
+
+def test_fit_erm_failed_cholesky_raises():
+    X = torch.randn(1, 30, 5, generator=torch.Generator().manual_seed(0), dtype=DTYPE)
+    y = torch.ones(1, 30, dtype=DTYPE)
+    nonconvex = m.SeparableReg("concave", 1.0, lambda t: -t ** 2, lambda t: -2 * t, lambda t: -2 * torch.ones_like(t), -2.0)
+    with pytest.raises(torch.linalg.LinAlgError, match="positive-definite"):
+        m.fit_erm(X, y, "square", nonconvex)
+
+
 # ---------------------------------------------------------------------------------------------
 # claims 5, 6, 14: fixed point identities
 # ---------------------------------------------------------------------------------------------

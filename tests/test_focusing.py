@@ -505,3 +505,34 @@ def test_step_trend_text_uses_each_rows_own_floor():
     assert "+0.0005 against its floor 0.0238" in text          # seed 1 is still above its floor at 200 steps
     with pytest.raises(ValueError, match="floor"):
         ex.step_trend_text(ex.STEP_TREND.drop(columns="floor"))
+
+
+def test_long_trend_summary_counts_seeds_at_the_last_step():
+    import pandas as pd
+
+    rows = [("full", s, 32, 2.5e-3, 0.1, k, r, 0, 0.1) for s, k, r in
+            ((0, 50, 0.95), (0, 100, 0.85), (1, 50, 0.9), (1, 100, 0.95), (2, 50, 1.2), (2, 100, 1.05))]
+    t = pd.DataFrame(rows + [("full", 0, 32, 2.5e-3, 1.0, 100, 2.0, 0, 0.1)], columns=ex.LONG_TREND.columns)
+    s = ex.long_trend_summary(t)
+    assert (s["steps"], s["n_seeds"], s["n_clear"], s["n_below"], s["nonmonotone"]) == (100, 3, 1, 2, 1)
+    assert s["rel_mean"] == pytest.approx((0.85 + 0.95 + 1.05) / 3) and s["cost_5x2"] == pytest.approx(100.0)
+    import numpy as np
+    from icml26.core.compare import t_interval
+
+    assert s["rel_hi"] == pytest.approx(t_interval(np.array([0.85, 0.95, 1.05]))[2])
+    assert "misses the gate" in ex.long_trend_verdict(s, bar=0.9) and "would fit" in ex.long_trend_verdict(s, bar=0.9)
+    assert "does not fit" in ex.long_trend_verdict(s, bar=0.9, budget_s=50)
+    assert "passes the gate" in ex.long_trend_verdict({**s, "rel_hi": 0.88}, bar=0.9)
+    assert "misses the gate" in ex.long_trend_verdict({**s, "rel_hi": float("nan")}, bar=0.9)
+    for bad in (0.0, -1.0, float("inf"), True, "0.9"):
+        with pytest.raises(ValueError, match="bar"):
+            ex.long_trend_verdict(s, bar=bad)
+    with pytest.raises(ValueError, match="margin"):
+        ex.long_trend_summary(t, margin=1.5)
+    with pytest.raises(ValueError, match="trend"):
+        ex.long_trend_summary(t, tsdf=0.5)
+    with pytest.raises(ValueError, match="summary"):
+        ex.long_trend_verdict({"n_seeds": 3}, bar=0.9)
+    # the measured sweep: four seeds of full at the warm-up recipe, one every-step run
+    m_ = ex.long_trend_summary(ex.LONG_TREND)
+    assert m_["n_seeds"] == 4 and m_["steps"] == 300 and len(ex.LONG_TREND[ex.LONG_TREND.tsdf == 1.0]) == 6

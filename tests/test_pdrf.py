@@ -329,6 +329,30 @@ def test_paired_initialisation_across_kinds():
     assert all(torch.equal(v, b.state_dict()[n]) for n, v in a.state_dict().items())
 
 
+def test_learning_rate_per_model():
+    # issue 38: each model trains at its own rate (NB2 reads them on validation on one grid for all)
+    from dataclasses import replace
+
+    book = m.preset("book")
+    for kind in ex.LR_KINDS:   # the preset's rate is a point of the grid, and not at an edge of it
+        assert book.lr_of(kind) in book.lr_grid[1:-1], kind
+    assert book.lr_of("rf_v") == book.lr and book.lr_of("rf_v_phy") == book.lr
+    cfg = replace(m.preset("smoke"), steps=2)
+    assert cfg.lr_of("pdrf") == cfg.lr and replace(cfg, lr_pdrf=0.02).lr_of("pdrf") == 0.02
+    x = m.generate_radar(16, cfg.radar, _gen(0))
+    tea = x[:, cfg.radar.t_in:]
+    a, _ = ex.train_model(replace(cfg, lr_pdrf=0.02), "pdrf", x, seed=1, teacher=tea)
+    b, _ = ex.train_model(cfg, "pdrf", x, seed=1, teacher=tea, lr=0.02)
+    c, _ = ex.train_model(replace(cfg, lr_pdrf=0.02), "rf_x", x, seed=1)
+    d, _ = ex.train_model(cfg, "rf_x", x, seed=1)
+    assert all(torch.equal(v, b.state_dict()[n]) for n, v in a.state_dict().items())
+    assert all(torch.equal(v, d.state_dict()[n]) for n, v in c.state_dict().items())   # RF-x keeps its own
+    with pytest.raises(TypeError, match="kind"):
+        cfg.lr_of(3)
+    with pytest.raises(ValueError, match="lr_pdrf"):
+        replace(cfg, lr_pdrf=-1.0)
+
+
 def test_model_study_controls_single_runs_and_cost():
     # issue 38 / referee: the still-teacher PDRF and the old-cap RF-x are control rows on the first seed;
     # RF-v is trained only where the preset names it (gpu); FSS is scored for the 5 x 5 window only
@@ -364,8 +388,12 @@ def test_teacher_controls_runs_oracle_rf_v_teacher_and_cost():
     assert m.preset("book").ctrl_rf_v is False and m.preset("gpu").ctrl_rf_v is True
     assert m.preset("gpu").ctrl_oracle is True
     names = [r[0] for r in ex.control_runs(replace(base, ctrl_rf_v=True, ctrl_oracle=True), 3.0)]
-    assert names == ["rf_x", "tuned", "oracle", "rf_v", "rf_v_phy"]
-    assert ex.control_runs(base, 3.0) == [("rf_x", "rf_x", "none", 0.0), ("tuned", "pdrf", "est", 3.0)]
+    assert names == ["rf_x", "tuned", "still", "oracle", "rf_v", "rf_v_phy"]
+    # the still teacher (issue 38, referee): the same weight, the last frame repeated as the teacher
+    assert ex.control_runs(base, 3.0) == [("rf_x", "rf_x", "none", 0.0), ("tuned", "pdrf", "est", 3.0),
+                                          ("still", "pdrf", "still", 3.0)]
+    assert ex.control_runs(replace(base, ctrl_still=False), 3.0) == [("rf_x", "rf_x", "none", 0.0),
+                                                                    ("tuned", "pdrf", "est", 3.0)]
     # the oracle teacher is trained at the tuned weight
     assert [r for r in ex.control_runs(replace(base, ctrl_oracle=True), 3.0) if r[0] == "oracle"] == \
         [("oracle", "pdrf", "oracle", 3.0)]
@@ -390,13 +418,16 @@ def test_teacher_controls_runs_oracle_rf_v_teacher_and_cost():
     ctl = ex.teacher_controls(cfg, data, 0.3, seeds=(1,), previous=ctl, sweep=sw)
     assert ctl["seeds"] == [0, 1] and ctl["lam"] == 0.3
     for key in ("test_csi_m", "test_adv", "test_bias"):
-        assert set(ctl[key]) == {"rf_x", "tuned", "oracle", "rf_v", "rf_v_phy"}
+        assert set(ctl[key]) == {"rf_x", "tuned", "still", "oracle", "rf_v", "rf_v_phy"}
         assert all(v.shape == (2,) and np.isfinite(v).all() for v in ctl[key].values() if key != "test_bias")
     # the sweep's seed: RF-x and the tuned weight are the sweep's runs, and training them again gives the same
     assert ctl["test_csi_m"]["rf_x"][0] == sw["test_csi_m"][0] and ctl["test_adv"]["tuned"][0] == sw["test_adv"][2]
     again = ex.teacher_controls(replace(cfg, ctrl_rf_v=False, ctrl_oracle=False), data, 0.3, seeds=(0,))
     assert again["test_adv"]["tuned"][0] == sw["test_adv"][2] and again["test_csi_m"]["rf_x"][0] == sw["test_csi_m"][0]
-    assert set(data["teacher_scores"]) == {"est", "oracle"}
+    assert set(data["teacher_scores"]) == {"est", "oracle", "still"}
+    assert data["teacher_scores"]["still"]["csi_m"] == pytest.approx(study["scores"]["persistence"]["csi_m"])
+    last = data["train"][:, cfg.radar.t_in - 1]
+    assert all(torch.equal(data["teachers"]["still"][:, k], last) for k in range(cfg.radar.t_out))
     assert data["teacher_scores"]["est"]["csi_m"] == pytest.approx(study["scores"]["sl_est"]["csi_m"])
     one = ex.teacher_controls(replace(cfg, ctrl_rf_v=False), data, 0.3, seeds=(1,))
     assert all(np.array_equal(one[k][n], ctl[k][n][1:]) for k in ("test_csi_m", "test_adv") for n in one[k])
@@ -425,8 +456,28 @@ def test_teacher_controls_runs_oracle_rf_v_teacher_and_cost():
     c, _ = ex.train_model(two, "rf_v_phy", x, seed=3, lambda_phy=0.0)
     assert all(torch.equal(v, c.state_dict()[n]) for n, v in a.state_dict().items())
     gpu = m.preset("gpu")
-    item = cost.notebooks("gpu")["02-radar-nowcasting"][0]
-    assert item.count == (len(gpu.ctrl_lambdas) + len(gpu.ctrl_seeds) * (2 + 1 + 2) - 2) * gpu.steps
+    item = cost.notebooks("gpu")["05-what-the-teacher-contributes"][0]
+    assert item.count == len(gpu.ctrl_seeds) * (2 + 1 + 1 + 2) * gpu.steps
+    nb = cost.notebooks("gpu")
+    assert nb["04-the-teacher-weight"][0].count == (len(gpu.lr_grid) + len(gpu.ctrl_lambdas)) * gpu.steps
+    assert nb["02-radar-nowcasting"][0].count == 2 * len(gpu.lr_grid) * gpu.steps
+    # NB2 reads the learning rate on validation: an equal grid per kind, validation scores only, and the sweep
+    # reuses the grid's RF-x run at the preset's rate for lambda 0
+    lcfg = replace(cfg, lr_grid=(0.05, 0.1, 0.2), lr=0.05, lr_rf_x=0.1, ctrl_rf_v=False, ctrl_oracle=False)
+    lg = ex.lr_grid_study(lcfg, data)
+    assert lg["lrs"] == (0.05, 0.1, 0.2) and all(lg[k].shape == (3,) and np.isfinite(lg[k]).all() for k in ex.LR_KINDS)
+    sv = ex.teacher_sweep(lcfg, data, test=False, lr_grid=lg)
+    assert sv["val_csi_m"][0] == lg["rf_x"][1] and np.isnan(sv["test_csi_m"]).all() and np.isfinite(sv["val_csi_m"]).all()
+    fresh = ex.teacher_sweep(lcfg, data, test=False)
+    assert fresh["val_csi_m"][0] == pytest.approx(lg["rf_x"][1])
+    with pytest.raises(ValueError, match="lr_grid"):
+        ex.teacher_sweep(lcfg, data, lr_grid=lg)
+    with pytest.raises(ValueError, match="lr_grid"):
+        ex.lr_grid_study(replace(lcfg, lr_grid=(0.1, 0.05, 0.2)), data)
+    one = ex.lr_grid_study(lcfg, data, kinds=("pdrf",))   # NB4 runs PDRF's grid: the same runs as above
+    assert set(one) == {"seed", "lrs", "pdrf"} and np.allclose(one["pdrf"], lg["pdrf"])
+    with pytest.raises(ValueError, match="kinds"):
+        ex.lr_grid_study(lcfg, data, kinds=("rf_v",))
     dry = gpu.dry_run()
     assert len(dry.ctrl_seeds) == 1 and dry.ctrl_n_val <= 8 and dry.ctrl_lambdas == gpu.ctrl_lambdas[:2]
 

@@ -175,6 +175,47 @@ def test_decode_deterministic_lengths_and_training_step():
     assert m.embed(pt.make_backbones(3, 40, seed=0)["CA"], 4).shape == (3, 16)
 
 
+def test_train_tokenizer_unchanged_by_sync_free_loop():
+    """The loop without per-step syncs (issue 43) trains and logs exactly as the per-step-read loop did:
+    the same batches (length and seed drawn from the host generator), the loss checked on the first batch
+    only, the losses read per log interval and summed step by step."""
+    import math as _math
+
+    cfg = pt.TokenizerConfig(d_enc=16, n_enc=1, d_dec=16, n_dec=1, n_heads=2, n_tokens=8, max_len=64)
+    steps, warmup, log_every = 5, 2, 2
+    model, log = pt.train_tokenizer(cfg, (36, 40), steps, batch=3, warmup=warmup, seed=4, log_every=log_every,
+                                    progress=False)
+    torch.manual_seed(4)                                   # the loop of before, with per-step reads
+    ref = pt.DiffusionTokenizer(cfg)
+    opt = torch.optim.AdamW(ref.parameters(), lr=1e-3, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: (i + 1) / warmup if i < warmup else
+                                              0.1 + 0.45 * (1 + _math.cos(_math.pi * (i - warmup) / (steps - warmup))))
+    g = torch.Generator().manual_seed(5)
+    flows, acc, n = [], 0.0, 0
+    ref.train()
+    for i in range(steps):
+        length = int(torch.randint(36, 41, (1,), generator=g))
+        data = pt.make_backbones(3, length, seed=int(torch.randint(0, 2**31 - 1, (1,), generator=g)))
+        x = pt.center_and_scale(data["CA"] @ pt.random_rotation(3, g))
+        out = ref.loss(x, generator=g)
+        opt.zero_grad(set_to_none=True)
+        out["total"].backward()
+        torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        acc, n = acc + float(out["flow"].detach()), n + 1
+        if (i + 1) % log_every == 0 or i == steps - 1:
+            flows.append(acc / n)
+            acc, n = 0.0, 0
+    assert log["step"] == [2, 4, 5] and log["flow"] == flows
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), ref.state_dict().values()))
+    bad = x.clone()
+    bad[0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="finite"):
+        ref.loss(bad)
+    assert torch.isnan(ref.loss(bad, check=False)["flow"])   # check=False trusts the values (the loop's later batches)
+
+
 def test_local_encoder_is_local():
     """Kanzi-mini's token i depends only on residues within n_enc * window of i."""
     m = small_model(window=2, nested=False, n_enc=2)

@@ -236,6 +236,21 @@ def test_tuning_and_comparison_follow_the_protocol():
     assert not [p for p in cmp.problems(["SFConvCNP", "ConvCNP"], scale="smoke") if "edge" not in p]
 
 
+def test_gp_study_carries_the_capacity_control():
+    """GP-RBF trains the parameter-matched SFConvCNP beside CNP, ConvCNP and SFConvCNP, on the same grid and the
+    same paired seeds (the capacity control of the GP-RBF gap)."""
+    from dataclasses import replace
+
+    cfg = replace(m.preset("smoke").notebook2(), nb2_seeds=(0, 1), steps_rbf=2, test_batches=1, shifts=(0.0,)).notebook2()
+    study = ex.run_gp_study(cfg, progress=False)
+    assert set(study["tuned"]) == {"CNP", "ConvCNP", "SFConvCNP", "SFConvCNP-matched"}
+    assert len({t.n_configs for t in study["tuned"].values()}) == 1
+    assert abs(study["params"]["SFConvCNP-matched"] / study["params"]["ConvCNP"] - 1) < 0.05
+    cmp = ex.comparison(cfg, study, "shift 0")
+    d = cmp.diff("SFConvCNP-matched", "ConvCNP")
+    assert d.n == 2 and cmp.rows["SFConvCNP-matched"].cost == cfg.steps_rbf
+
+
 def test_context_moments_predictor_is_the_closed_form():
     """N(mean, unbiased variance of the context values), variance floored at the noise variance."""
     task = m.sample_gp_tasks(3, n_context=(6, 6), n_target=(4, 4), generator=_gen(2))

@@ -94,6 +94,32 @@ def test_batched_trainer_equals_per_client_loop():
         assert not torch.allclose(W[0], w0)
 
 
+
+def test_engine_round_is_local_train_batched_then_server_step(domains, tiny):
+    """run_fdil_many's round (the batch schedule drawn on the host, one copy to the device, the SGD with no
+    host read: issue 43) is local_train_batched then the server step, bit for bit, with one lr and mu per
+    client row (two runs of different methods stacked)."""
+    from icml26.special.baselines import client_shards, fedavg_server_step
+    from icml26.special.method import _pad_clients, run_fdil_many
+
+    cfgs = [base_config(tiny, "cpu", rounds_per_task=1, method="fedavg", seed=0),
+            base_config(tiny, "cpu", rounds_per_task=1, method="fedprox", mu=0.3, lr=0.05, seed=1)]
+    res = run_fdil_many(domains[:1], cfgs, progress=False)
+    for r, c in zip(res, cfgs):
+        g = torch.Generator().manual_seed(c.seed)
+        w = m.init_mlp(c.hidden, g)
+        part = m.dirichlet_partition(domains[0].y_train, c.n_clients, c.alpha, np.random.default_rng([c.seed, 0]))
+        Xs, ys = client_shards(domains[:1], [part], 0, c)
+        X, y, valid, _, _ = _pad_clients([Xs], [ys], torch.device("cpu"))
+        sel = torch.randperm(c.n_clients, generator=g)[:c.clients_per_round]
+        N = len(sel)
+        mu = c.mu if c.method == "fedprox" else 0.0
+        W = m.local_train_batched(w.expand(N, -1), X[0, sel], y[0, sel], valid[0, sel], c.local_epochs,
+                                  torch.full((N,), c.lr, dtype=torch.float64), c.batch_size, c.hidden,
+                                  prox_mu=torch.full((N,), mu, dtype=torch.float64), prox_center=w, generator=g)
+        assert torch.equal(r.final_params, fedavg_server_step(w, W, 1.0))
+        assert r.drift[0] == float(torch.linalg.vector_norm(r.final_params - w))
+
 def test_mlp_forward_shapes():
     g = torch.Generator().manual_seed(0)
     w = m.init_mlp(64, g)

@@ -173,10 +173,10 @@ def test_the_student_command_writes_notebooks_instructor_versions_and_a_reproduc
         names = sorted(archive.namelist())
         readme = archive.read("syngr/README.md").decode()
     assert names == ["syngr/01-semantic-ids-and-synergy.ipynb", "syngr/02-syngr-vs-gr.ipynb",
-                     "syngr/03-gr-text-vs-gr-fused.ipynb", "syngr/README.md"]
+                     "syngr/03-gr-text-vs-gr-fused.ipynb", "syngr/04-no-style-control.ipynb", "syngr/README.md"]
     assert "syngr-ex-unique" in readme and "Checked by a test cell: syngr-ex-unique, syngr-ex-levels" in readme
     assert (written / "source" / "nbgrader_config.py").exists()
-    assert sorted(f"syngr/{p.name}" for p in (written / "source" / "syngr").iterdir()) == names[:3]
+    assert sorted(f"syngr/{p.name}" for p in (written / "source" / "syngr").iterdir()) == names[:4]
     again = tmp_path / "again"
     assert cli.main(["student", "--chapter", "syngr", "--out", str(again)]) == 0
     assert (again / "syngr.zip").read_bytes() == (written / "syngr.zip").read_bytes()

@@ -16,23 +16,20 @@ shows up) plus a test pinning today's count (so that a new sync fails). Known pe
 GPU, a read of a tensor that stays on the host; ``one_hot(x, n)``'s range check, which PyTorch makes on the
 CPU only, is not counted; ``.cpu().numpy()`` counts 2):
 
-- dp_c4 ``_batch_idx`` (``int(mask.sum(1).max())``, one per Poisson step);
-- bandpo ``train_bandit``: 19 per iteration (1 rule, 2 inner steps): the per-iteration record and clip
-  counts read back (``.cpu().numpy()``), ``torch.unique`` of the old probabilities, the band operator's
-  input check, and per inner step the surrogate loss's value check and its boolean-mask mean (forward and
-  backward); ``train_token_policy``: 14 per iteration, the
-  same kinds plus ``torch.unique`` in ``token_logprobs`` and the entropy ``.item()``;
-- cgmt ``fit_erm``: 2 per Newton iteration, the convergence test and the Armijo test (a solver that
-  stops on a tolerance must read something: a fix checks every k iterations);
+- bandpo ``train_bandit``: 1 per iteration, ``torch.unique`` of the old probabilities; ``train_token_policy``:
+  3 per iteration, ``torch.unique`` in ``token_logprobs``: both CPU only (a GPU computes every row instead,
+  0 per step; records, clip counts and value checks stay on the device, read once after the loop);
+- cgmt ``fit_erm``: 1 per Newton iteration, the stopping rule (a solver that stops on a tolerance must
+  read something; the Armijo test no longer reads: all its step sizes are tested at once);
 - paced-rl ``train`` (PACED-RL): 1 per step, the replay push's ``nonzero`` (its host generator's draws depend
   on the number of successes; the input checks run at step 0 only, the logs are read after the loop);
-- protein-tokens ``train_tokenizer``: 17 per step, 4 on the device (two ``float()`` loss logs, the
-  coordinate check, the nested-dropout length check), 13 in drawing the batch on the host (CPU only);
-- special ``run_fdil_many``: 68 per round (2 runs), all but about 6 CPU only (the host-side batch
-  schedule, argument checks); on a device: the drift and accuracy ``.cpu().numpy()`` per round and the
-  ``valid.to("cpu")`` copy.
+- protein-tokens ``train_tokenizer``: 1 per step, CPU only: the batch's length and backbone seed, two draws
+  of the seeded host generator read in one ``.tolist()`` (the length is a shape; no device sync on a GPU);
+- special ``run_fdil_many``: 1 per round, CPU only: the sampled clients' shard sizes, read once on the host
+  to draw their batch order from the runs' seeded host generators (no device sync on a GPU).
 
-No per-step sync: causcale ``train_amortized`` (it checks the first batch's values and trusts the later ones
+No per-step sync: dp_c4 ``dp_c4`` and ``dp_sgd`` (fixed padded Poisson batches, checks read once after the
+loop), causcale ``train_amortized`` (it checks the first batch's values and trusts the later ones
 from the same sampler; losses read once after the loop), context-tuning ``run_method`` (CT-KV, TTT),
 preconditioned-delta ``train_mqar_stacked``.
 Not covered, no torch training loop: swe-rebench (no torch at all) and watermark (fixed teachers, scoring
@@ -127,16 +124,33 @@ def test_causcale_losses_and_checks_unchanged():
         train_amortized(model, lambda rng, b: bad, 1, batch_size=2, lr=cfg.lr, progress=False)
 
 
-@pytest.mark.xfail(reason="dp_c4 _batch_idx reads the largest Poisson batch per step (issue 43, open)", strict=True)
-def test_dp_c4_no_sync_per_step():
+@pytest.mark.parametrize("q", [0.1, 1.0])
+def test_dp_c4_no_sync_per_step(q):
+    """DP-C4 and DP-SGD (Poisson and full batch, the MLP's dense clip too): fixed padded batches and
+    device-side checks, read once after the loop (was 10 per step for DP-C4 at q = 0.1, 1 for DP-SGD)."""
     from icml26 import dp_c4 as m
 
     train, _ = m.heavy_tailed_logistic(200, 5, 0.1, seed=0)
+    mlp, _ = m.digits_mlp(hidden=4, dtype=torch.float64)
 
     def run(T):
         sch = m.StagedSchedule(torch.ones(2), torch.full((2,), 5.0), T)
-        return m.dp_c4(train, sch, 0.5, 0.1, torch.Generator().manual_seed(0), log_every=T)
+        return m.dp_c4(train, sch, 0.5, q, torch.Generator().manual_seed(0), log_every=T)
     assert _per_step(run) == 0
+    assert _per_step(lambda T: m.dp_sgd(train, T, 0.5, 1.0, 1.0, q, torch.Generator().manual_seed(0),
+                                        log_every=T)) == 0
+    assert _per_step(lambda T: m.dp_sgd(mlp, T, 0.5, 1.0, 1.0, q, torch.Generator().manual_seed(0),
+                                        log_every=T)) == 0
+
+
+@pytest.mark.parametrize("case", ["bandpo-bandit", "bandpo-token"])
+def test_bandpo_gpu_path_no_sync_per_step(case, monkeypatch):
+    """bandpo's loops as they run on a GPU (every row computed, no torch.unique; dedupe_on_host): 0 per step."""
+    from icml26.bandpo import envs, experiments
+
+    for mod in (envs, experiments):
+        monkeypatch.setattr(mod, "dedupe_on_host", lambda t: False)
+    assert _per_step(CASES[case][0]()) == 0
 
 
 # ------------------------------------------------------------------ one training loop per chapter (issue 43, point 3)
@@ -241,21 +255,21 @@ def _special():
 # tensor is on the CPU here. (``one_hot(x, n)``'s range check, which PyTorch makes on the CPU alone, is not
 # counted.)
 CASES = {
-    "bandpo-bandit": (_bandpo_bandit, 19,
-                      "bandpo train_bandit per iteration (1 rule, 2 inner steps): record() 4 x .cpu().numpy() "
-                      "(experiments.py ~136-139, 8 counted), _clip_counts .cpu().numpy() (~61, 2), torch.unique "
-                      "in bounds() (~146, 1), band_bounds _check_p isnan/range (method.py ~150-152, 2), and per "
-                      "inner step clipped_surrogate_loss's value check (method.py ~551), tok[valid] boolean "
-                      "index (~573) and its backward (index_put) (3 x 2)"),
-    "bandpo-token": (_bandpo_token, 14,
-                     "bandpo train_token_policy per iteration (2 inner steps): torch.unique in token_logprobs "
-                     "(envs.py ~172, 3), "
-                     "clipped_surrogate_loss check, tok[valid] index and backward (6), ent.mean().item() "
-                     "(experiments.py ~465, 1), _clip_counts .cpu().numpy() (2), band_bounds _check_p (2)"),
+    # CPU only: torch.unique deduplicates host tensors on the CPU (no sync there, and 5x less bisection work);
+    # on a GPU every sample is computed instead (dedupe_on_host), 0 per step: test_bandpo_gpu_path_no_sync_per_step
+    "bandpo-bandit": (_bandpo_bandit, 1,
+                      "bandpo train_bandit per iteration (1 rule, 2 inner steps): torch.unique of the old "
+                      "probabilities in bounds() (experiments.py ~162), CPU only"),
+    "bandpo-token": (_bandpo_token, 3,
+                     "bandpo train_token_policy per iteration (2 inner steps): torch.unique of the input "
+                     "triples in token_logprobs (envs.py ~185, once per rollout and per inner step), CPU only"),
     "causcale": (_causcale, 0, ""),   # the first batch's value checks only; losses read after the loop
-    "cgmt": (_cgmt, 2,
-             "cgmt fit_erm per Newton iteration: the convergence test float(grad.abs().max()) (method.py ~585) "
-             "and the batched Armijo test bool(ok.all()) (~596, once per backtrack)"),
+    # must stay: the stopping rule is a data-dependent branch; reading it every k iterations instead would run
+    # up to k - 1 extra Newton iterations (each O(B n p^2), milliseconds at gpu sizes) to save a ~20 us read
+    "cgmt": (_cgmt, 1,
+             "cgmt fit_erm per Newton iteration: the stopping rule's read of ||grad||_inf, stacked with the "
+             "previous Cholesky status into one .tolist() (method.py ~615); the Armijo line search tests its "
+             "40 step sizes at once (_armijo_step, no read)"),
     "context-tuning ct-kv": (_context_tuning("ct-kv"), 0, ""),
     "context-tuning ttt": (_context_tuning("ttt"), 0, ""),
     "paced-rl": (_paced_rl, 1,
@@ -263,20 +277,14 @@ CASES = {
                  "~219): the replay permutes its successes with a host generator whose draws depend on their "
                  "count (input checks trusted after step 0; logs read once after the loop)"),
     "preconditioned-delta": (_precond_delta, 0, ""),
-    "protein-tokens": (_protein_tokens, 17,
-                       "protein_tokens train_tokenizer per step: float(out['flow']), float(out['size']) "
-                       "(model.py ~417-418), check_coords isfinite in the encoder (geometry.py ~34 via "
-                       "model.py ~203), nested_keep_mask's lengths check (model.py ~86); CPU only (the batch "
-                       "is drawn on the host): int(randint) x 2 (model.py ~406-407), make_backbones "
-                       "nonzero/index_put/item (backbone.py ~78, ~140, ~205: 10 at batch 2), center_and_scale's "
-                       "check (geometry.py ~34 via model.py ~410)"),
-    "special": (_special, 68,
-                "special run_fdil_many per round (2 runs, smoke clients): local_train_batched's per-batch "
-                "bool(act.all())/act.nonzero() on the host mask `has` (method.py ~185, 51, CPU only), "
-                "per-client-row nonzero of valid_cpu (~167, 6, "
-                "CPU only), _check_train_args / prox_any on host tensors (~124-126, ~152, 5, CPU only), "
-                "int(sizes.max()) (~161); device reads per round: drift .cpu().numpy() (~483) and, with "
-                "log_every=1, evaluate .cpu().numpy() (~441), and valid.to('cpu') (~161), a copy to the host"),
+    "protein-tokens": (_protein_tokens, 1,
+                       "protein_tokens train_tokenizer per step, CPU only: the batch's length (a shape) and "
+                       "backbone seed, drawn from the seeded host generator and read in one .tolist() "
+                       "(model.py ~424): host-side work of the method's data stream, no device sync on a GPU"),
+    "special": (_special, 1,
+                "special run_fdil_many per round, CPU only: _batch_schedule's valid.sum(1).tolist() (method.py "
+                "~186), the sampled clients' shard sizes on the host, which the batch order drawn from the runs' "
+                "seeded host generators needs (randperm(n_i)); no device sync on a GPU"),
 }
 
 

@@ -609,10 +609,10 @@ def test_keep_best_leaves_the_model_at_its_best_validation_epoch():
 def test_transformer_study_layout_and_pairing():
     cfg = _cmp_cfg()
     st = ex.transformer_study(cfg)
-    U, U0, TF = ex.U_NAME, ex.U0_NAME, ex.TF_NAME
+    U, U0, TF, E = ex.U_NAME, ex.U0_NAME, ex.TF_NAME, ex.E_NAME
     assert st["seeds"] == [0, 1, 2] and st["seeds_u"] == [0, 1] and st["tune_seeds"] == [0]
-    assert st["max_epochs"] == {U: 1, TF: 2}
-    for name, n in ((U, 2), (TF, 3)):
+    assert st["max_epochs"] == {U: 1, TF: 2, E: 1}      # the extrapolator alone: the unrolled model's cap
+    for name, n in ((U, 2), (TF, 3), (E, 3)):
         assert list(st[name]) == list(cfg.cmp_lrs)
         best = st["tuned"][name].best["lr"]
         for lr, v in st[name].items():
@@ -626,14 +626,15 @@ def test_transformer_study_layout_and_pairing():
     assert st["steps_per_epoch"] == ex.optimiser_steps(c, ex.make_benchmark(c, seed=1), epochs=1) == 1
     # seed s fixes data and initial weights: a second study repeats every number
     st2 = ex.transformer_study(cfg)
-    for name in (TF, U, U0, "ridge"):
+    for name in (TF, U, U0, E, "ridge"):
         assert {k: v["test"] for k, v in st2[name].items()} == {k: v["test"] for k, v in st[name].items()}
     # the data differ between seeds (each seed is a SynthRoad instance)
     assert st["persistence"][None]["test"][0] != st["persistence"][None]["test"][1]
     on_u, on_all, tuned = ex.budget_comparisons(st)
-    assert list(on_u.rows) == [U, U0, TF, "ridge", "persistence"] and on_u.seeds == [0, 1]
-    assert list(on_all.rows) == [TF, "ridge", "persistence"] and on_all.seeds == [0, 1, 2]
-    assert tuned[TF].n_configs == tuned[U].n_configs == tuned["ridge"].n_configs == 2
+    assert list(on_u.rows) == [U, U0, TF, E, "ridge", "persistence"] and on_u.seeds == [0, 1]
+    assert list(on_all.rows) == [TF, E, "ridge", "persistence"] and on_all.seeds == [0, 1, 2]
+    assert tuned[TF].n_configs == tuned[U].n_configs == tuned[E].n_configs == tuned["ridge"].n_configs == 2
+    assert on_u.rows[E].cost == on_u.rows[U].cost      # the same optimiser steps as the unrolled model
     assert on_u.rows[U0].control and on_u.rows["persistence"].control
     assert on_u.rows[U].cost == 1 and on_u.rows[TF].cost == 2
     # the common seeds carry the same transformer scores in both comparisons

@@ -123,6 +123,15 @@ class ChainPolicy(nn.Module):
         return self.net(self.features(emb[:, None, :].expand(B, T, emb.shape[-1]), pos, prev))
 
 
+def dedupe_on_host(t: Tensor) -> bool:
+    """Whether the trainers deduplicate ``t``'s rows with ``torch.unique`` before an expensive per-row
+    computation (the policy MLP, a Band rule's bisection): on the CPU, where the tensor is on the host, so
+    the data-dependent output size costs no sync and the repeats of a group are computed once. On a GPU
+    ``torch.unique`` would cost a host sync per call (issue 43), and computing every row is the cheaper
+    way there (the per-row work is launch-bound, not size-bound): the same values up to round-off."""
+    return t.device.type == "cpu"
+
+
 class TokenChainTask:
     """P prompts; correct chain ``c(x)`` (reward 1) and shortcut ``h(x)`` (reward Bernoulli(0.6)),
     equal except at one critical position ``k(x)``; any other response pays 0."""
@@ -161,9 +170,13 @@ class TokenChainTask:
         """Log-probabilities ``[B, T]`` of the tokens of ``responses`` ``[B, T]`` under ``policy``.
 
         The policy's input at a position is (prompt, position, previous token), and a group of G
-        responses to one prompt repeats most of these triples, so the MLP runs once per distinct
-        triple and the results are gathered back (same values, far fewer rows; gradients add up).
+        responses to one prompt repeats most of these triples, so on the CPU the MLP runs once per
+        distinct triple and the results are gathered back (same values, far fewer rows; gradients add up).
+        On a GPU every position is computed (:func:`dedupe_on_host`: no ``torch.unique``, no host sync).
         """
+        if not dedupe_on_host(responses):
+            logp = torch.log_softmax(policy.seq_logits(self.emb[prompts], responses), -1)  # [B, T, V]
+            return logp.gather(-1, responses[..., None])[..., 0]
         B, T = responses.shape
         bos = torch.full((B, 1), self.V, dtype=responses.dtype, device=responses.device)
         prev = torch.cat([bos, responses[:, :-1]], dim=1)  # [B, T]

@@ -11,6 +11,7 @@ steps on the clipped surrogate. Bounds can only bind from the second inner step 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,13 +22,14 @@ import torch
 from tqdm.auto import tqdm
 
 from .baselines import evaluate_rules, make_bound_fn, split_bounds
-from .envs import HeadTailBandit, TokenChainTask, _check_pos_int
+from .envs import HeadTailBandit, TokenChainTask, _check_pos_int, dedupe_on_host
 from .method import (
     DIVERGENCES,
     _bisect,
     band_bounds,
     band_bounds_cvxpy,
     clipped_surrogate_loss,
+    deferred_checks,
     grpo_advantages,
     p_min_for,
 )
@@ -41,7 +43,18 @@ BoundFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 CLIP_ROWS = ("up", "down", "samples", "positive", "negative")  # rows of the clip-count arrays
 
 
+@functools.lru_cache(maxsize=8)
+def _bin_edges(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The inner edges of :data:`P_BINS` on ``device``, copied there once (not once per iteration)."""
+    return torch.tensor(P_BINS[1:-1], dtype=dtype, device=device)
+
+
 def _clip_counts(p_old: torch.Tensor, up: torch.Tensor, down: torch.Tensor, adv: torch.Tensor) -> np.ndarray:
+    """:func:`_clip_counts_t` read back as a NumPy array."""
+    return _clip_counts_t(p_old, up, down, adv).cpu().numpy()
+
+
+def _clip_counts_t(p_old: torch.Tensor, up: torch.Tensor, down: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
     """Counts by old-probability bin: ``[..., 5, n_bins]`` with rows :data:`CLIP_ROWS` (upward clips,
     downward clips, all samples, samples with positive advantage, samples with negative advantage).
 
@@ -52,13 +65,13 @@ def _clip_counts(p_old: torch.Tensor, up: torch.Tensor, down: torch.Tensor, adv:
     lead = p_old.shape[:-1] if p_old.dim() > 1 else ()
     p2 = p_old.reshape(int(np.prod(lead)) if lead else 1, -1)  # [R, N]
     R, n = p2.shape[0], len(P_BINS) - 1
-    edges = torch.tensor(P_BINS[1:-1], dtype=p_old.dtype, device=p_old.device)
+    edges = _bin_edges(p_old.dtype, p_old.device)
     b = torch.bucketize(p2, edges, right=True) + n * torch.arange(R, device=p_old.device)[:, None]
     a = torch.broadcast_to(adv, p_old.shape).reshape(R, -1)
     weights = (up, down, torch.ones_like(p_old), a > 0, a < 0)
     out = torch.stack([torch.bincount(b.reshape(-1), weights=w.reshape(-1).to(p_old.dtype), minlength=R * n)
                        for w in weights])  # [5, R * n]
-    out = out.reshape(5, R, n).transpose(0, 1).cpu().numpy()  # [R, 5, n]
+    out = out.reshape(5, R, n).transpose(0, 1)  # [R, 5, n], on the device (read back by the caller)
     return out.reshape(*lead, 5, n) if lead else out[0]
 
 
@@ -126,33 +139,52 @@ def train_bandit(env: HeadTailBandit, bound_fn: BoundFn | Sequence[BoundFn], ite
     def stacked() -> torch.Tensor:  # the replicas' logits [N, C, K], rule-major
         return params[0] if len(params) == 1 else torch.cat(params)
 
-    hist = {k: np.zeros((N, iters + 1)) for k in ("reward", "entropy", "tail_prob", "head_prob")}
-    clip = np.zeros((N, iters, len(CLIP_ROWS), len(P_BINS) - 1))
+    # per-iteration records stay on the device and are read back once after the loop (issue 43)
+    hist_t: list[torch.Tensor] = []  # [4, N] per record: reward, entropy, tail_prob, head_prob
+    clip_t: list[torch.Tensor] = []  # [N, 5, n_bins] per iteration
 
-    def record(i: int) -> None:
+    def record() -> None:
         with torch.no_grad():
             logq = torch.log_softmax(stacked(), -1)  # [N, C, K]
             q = logq.exp()
-            hist["reward"][:, i] = env.expected_reward(q).mean(-1).cpu().numpy()
-            hist["entropy"][:, i] = (-(q * logq).sum(-1)).mean(-1).cpu().numpy()
-            hist["tail_prob"][:, i] = q[..., 1].mean(-1).cpu().numpy()
-            hist["head_prob"][:, i] = q[..., 0].mean(-1).cpu().numpy()
+            hist_t.append(torch.stack([env.expected_reward(q).mean(-1), (-(q * logq).sum(-1)).mean(-1),
+                                       q[..., 1].mean(-1), q[..., 0].mean(-1)]))
 
     def bounds(p_old: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        # per-sample bounds of each rule on its own replicas; a rule is elementwise in p, so it is
-        # evaluated once per distinct old probability (a group repeats actions) and scattered back;
-        # Band rules of one divergence share one batched call (evaluate_rules)
+        # per-sample bounds of each rule on its own replicas; a rule is elementwise in p, so on the CPU it is
+        # evaluated once per distinct old probability (a group repeats actions) and scattered back; on a GPU
+        # on every sample (dedupe_on_host: torch.unique would cost a host sync per iteration). Band rules of
+        # one divergence share one batched call (evaluate_rules)
+        if not dedupe_on_host(p_old):
+            out = evaluate_rules(rules, [p_old[r * S:(r + 1) * S] for r in range(R)])
+            return torch.cat([lo for lo, _ in out]), torch.cat([hi for _, hi in out])
         lo, hi = torch.empty_like(p_old), torch.empty_like(p_old)
         uniq = [torch.unique(p_old[r * S:(r + 1) * S], return_inverse=True) for r in range(R)]
         for r, (lo_u, hi_u) in enumerate(evaluate_rules(rules, [u for u, _ in uniq])):
             lo[r * S:(r + 1) * S], hi[r * S:(r + 1) * S] = lo_u[uniq[r][1]], hi_u[uniq[r][1]]
         return lo, hi
 
-    record(0)
-    for it in range(iters):
+    record()
+    with deferred_checks():  # the operators' value checks are read once, after the loop
+        _bandit_loop(iters, inner_steps, gens, stacked, opt, env, C, G, N, R, init.dtype, dev, bounds, dual_clip,
+                     record, clip_t)
+    rec = torch.stack(hist_t, -1).double().cpu().numpy()  # [4, N, iters + 1]: the one read of the records
+    hist = dict(zip(("reward", "entropy", "tail_prob", "head_prob"), rec))
+    clip = torch.stack(clip_t, 1).double().cpu().numpy()  # [N, iters, 5, n_bins]
+    out = {**hist, "clip": clip, "logits": stacked().detach().cpu().numpy()}
+    per_rule = [{k: v[r * S:(r + 1) * S] for k, v in out.items()} for r in range(R)]
+    if single:
+        per_rule = [{k: v[0] for k, v in d.items()} for d in per_rule]
+    return per_rule if many else per_rule[0]
+
+
+def _bandit_loop(iters, inner_steps, gens, stacked, opt, env, C, G, N, R, dtype, dev, bounds, dual_clip, record,
+                 clip_t) -> None:
+    """The iterations of :func:`train_bandit` (no host read: records and clip counts stay on the device)."""
+    for _it in range(iters):
         with torch.no_grad():  # rollout with pi_old
             logp_all_old = torch.log_softmax(stacked(), -1)  # [N, C, K]
-            draws = [(torch.rand(C, G, generator=g, device=dev, dtype=init.dtype),  # sampling, then reward coin
+            draws = [(torch.rand(C, G, generator=g, device=dev, dtype=dtype),  # sampling, then reward coin
                       torch.rand((C, G), generator=g, device=dev, dtype=torch.float64)) for g in gens]
             u = torch.stack([d[0] for d in draws]).repeat(R, 1, 1)  # [N, C, G], rule-major like the replicas
             coin = torch.stack([d[1] for d in draws]).repeat(R, 1, 1)
@@ -170,13 +202,8 @@ def train_bandit(env: HeadTailBandit, bound_fn: BoundFn | Sequence[BoundFn], ite
             opt.zero_grad(set_to_none=True)
             (N * loss).backward()  # sum of the replicas' losses
             opt.step()
-        clip[:, it] = _clip_counts(logp_old.exp(), stats["clipped_up"], stats["clipped_down"], adv)
-        record(it + 1)
-    out = {**hist, "clip": clip, "logits": stacked().detach().cpu().numpy()}
-    per_rule = [{k: v[r * S:(r + 1) * S] for k, v in out.items()} for r in range(R)]
-    if single:
-        per_rule = [{k: v[0] for k, v in d.items()} for d in per_rule]
-    return per_rule if many else per_rule[0]
+        clip_t.append(_clip_counts_t(logp_old.exp(), stats["clipped_up"], stats["clipped_down"], adv))
+        record()
 
 
 def bandit_methods(delta: float = 0.05) -> dict[str, BoundFn]:
@@ -437,36 +464,40 @@ def train_token_policy(task: TokenChainTask, bound_fn: BoundFn, iters: int = 200
     gen = torch.Generator(device=task.device).manual_seed(seed)
     G, n = group_size, prompts_per_iter
     evals: dict[str, list] = {"iteration": []}
-    entropy = np.zeros(iters)
-    clip = np.zeros((iters, len(CLIP_ROWS), len(P_BINS) - 1))
+    entropy_t: list[torch.Tensor] = []  # per iteration, on the device: read back once after the loop
+    clip_t: list[torch.Tensor] = []
 
-    def evaluate(i: int) -> None:
+    def evaluate(i: int) -> None:  # exact metrics read back: once per evaluation interval (eval_every)
         evals["iteration"].append(i)
         for k, v in task.exact_metrics(policy, G).items():
             evals.setdefault(k, []).append(v)
 
     evaluate(0)
-    for it in range(iters):
-        prompts = torch.randperm(task.P, generator=gen, device=task.device)[:n].repeat_interleave(G)  # [B]
-        responses, ent = task.sample(policy, prompts, gen)  # [B, T]
-        rewards = task.rewards(prompts, responses, gen).reshape(n, G)
-        adv = grpo_advantages(rewards).reshape(-1)  # [B]
-        with torch.no_grad():
-            logp_old = task.token_logprobs(policy, prompts, responses)  # [B, T]
-            lo, hi = bound_fn(logp_old.exp())  # per-token bounds, once per rollout batch   [B, T]
-        for _ in range(inner_steps):
-            logp = task.token_logprobs(policy, prompts, responses)  # [B, T]
-            loss, stats = clipped_surrogate_loss(logp, logp_old, adv, lo, hi, dual_clip=dual_clip,
-                                                 agg="seq-mean-token-mean")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-            opt.step()
-        entropy[it] = ent.mean().item()
-        clip[it] = _clip_counts(logp_old.exp().reshape(-1), stats["clipped_up"].reshape(-1),
-                                stats["clipped_down"].reshape(-1), adv[:, None].expand_as(logp_old).reshape(-1))
-        if (it + 1) % eval_every == 0 or it + 1 == iters:
-            evaluate(it + 1)
+    with deferred_checks():  # the operators' value checks are read once, after the loop
+        for it in range(iters):
+            prompts = torch.randperm(task.P, generator=gen, device=task.device)[:n].repeat_interleave(G)  # [B]
+            responses, ent = task.sample(policy, prompts, gen)  # [B, T]
+            rewards = task.rewards(prompts, responses, gen).reshape(n, G)
+            adv = grpo_advantages(rewards).reshape(-1)  # [B]
+            with torch.no_grad():
+                logp_old = task.token_logprobs(policy, prompts, responses)  # [B, T]
+                lo, hi = bound_fn(logp_old.exp())  # per-token bounds, once per rollout batch   [B, T]
+            for _ in range(inner_steps):
+                logp = task.token_logprobs(policy, prompts, responses)  # [B, T]
+                loss, stats = clipped_surrogate_loss(logp, logp_old, adv, lo, hi, dual_clip=dual_clip,
+                                                     agg="seq-mean-token-mean")
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+                opt.step()
+            entropy_t.append(ent.mean())
+            clip_t.append(_clip_counts_t(logp_old.exp().reshape(-1), stats["clipped_up"].reshape(-1),
+                                         stats["clipped_down"].reshape(-1),
+                                         adv[:, None].expand_as(logp_old).reshape(-1)))
+            if (it + 1) % eval_every == 0 or it + 1 == iters:
+                evaluate(it + 1)
+    entropy = torch.stack(entropy_t).double().cpu().numpy()
+    clip = torch.stack(clip_t).double().cpu().numpy()
     return {**{k: np.asarray(v) for k, v in evals.items()}, "entropy": entropy, "clip": clip}
 
 

@@ -36,6 +36,8 @@ This file is written from the paper's mathematics (the official code is GPL-3.0 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -145,12 +147,59 @@ def _as_float_tensor(x, name: str) -> Tensor:
     return x
 
 
+_DEFERRED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("bandpo_deferred_checks", default=None)
+
+
+@contextlib.contextmanager
+def deferred_checks():
+    """Inside this block the value checks of the operators (:func:`band_bounds` and every bound rule's check
+    of ``p``, :func:`clipped_surrogate_loss`'s finiteness and order checks) read nothing back to the host:
+    each one ORs its failure flags into a device tensor, and the block reads them once when it ends, raising
+    the ``ValueError`` of a check that failed (the first in the order the checks were first made). A
+    training loop runs inside it (issue 43: no host sync per step); a value that would have raised at step
+    t raises after the loop instead."""
+    outer = _DEFERRED.get()
+    flags: dict = {}
+    token = _DEFERRED.set(flags)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+    if outer is not None:               # nested: the outer block reads them
+        for key, v in flags.items():
+            outer[key] = outer[key] | v if key in outer else v
+        return
+    if flags:
+        keys = list(flags)
+        failed = torch.cat([flags[k].reshape(-1) for k in keys]).tolist()         # the one host read
+        i = 0
+        for key in keys:
+            for message in key:
+                if failed[i]:
+                    raise ValueError(f"{message} (checked after the loop)")
+                i += 1
+
+
+def _value_checks(flags: list[Tensor], messages: tuple[str, ...], detail: Callable[[int], str] | None = None) -> None:
+    """Raise ``ValueError(messages[i])`` for the first true flag (0-d bool tensors): now, with one host read
+    for all of them, or, inside :func:`deferred_checks`, when that block ends. ``detail(i)`` may give an
+    eager message with values read from the tensors (the deferred one is ``messages[i]``)."""
+    stacked = torch.stack(flags)
+    acc = _DEFERRED.get()
+    if acc is not None:
+        acc[messages] = acc[messages] | stacked if messages in acc else stacked
+        return
+    if stacked.any():
+        i = next(j for j, f in enumerate(stacked.tolist()) if f)
+        raise ValueError(detail(i) if detail is not None else messages[i])
+
+
 def _check_p(p) -> Tensor:
     p = _as_float_tensor(p, "p")
-    if torch.isnan(p).any():
-        raise ValueError("p must not contain NaN")
-    if ((p <= 0) | (p > 1)).any():
-        raise ValueError(f"p must lie in (0, 1]; got values in [{p.min().item():.3g}, {p.max().item():.3g}]")
+    messages = ("p must not contain NaN", "p must lie in (0, 1]")
+    _value_checks([torch.isnan(p).any(), ((p <= 0) | (p > 1)).any()], messages,
+                  lambda i: messages[i] if i == 0 else
+                  f"p must lie in (0, 1]; got values in [{p.min().item():.3g}, {p.max().item():.3g}]")
     return p
 
 
@@ -526,8 +575,7 @@ def clipped_surrogate_loss(logp: Tensor, logp_old: Tensor, adv: Tensor, lo, hi,
         if mask.shape != logp.shape:
             raise ValueError(f"mask must have the shape of logp {tuple(logp.shape)}, got {tuple(mask.shape)}")
         mask = mask.to(logp.dtype)
-        if not (mask > 0).any():
-            raise ValueError("mask must select at least one token (it is all zero)")
+        _value_checks([~(mask > 0).any()], ("mask must select at least one token (it is all zero)",))
     adv = _as_float_tensor(adv, "adv").to(dtype=logp.dtype, device=logp.device)
     if adv.shape not in (logp.shape[:1], logp.shape, (logp.shape[0],) if squeeze else ()):
         raise ValueError(f"adv must have shape [B] = {tuple(logp.shape[:1])} or the shape of logp "
@@ -544,16 +592,15 @@ def clipped_surrogate_loss(logp: Tensor, logp_old: Tensor, adv: Tensor, lo, hi,
         except RuntimeError:
             raise ValueError(f"{name} must broadcast to the shape of logp {tuple(logp.shape)}, "
                              f"got {tuple(x.shape)}") from None
-    # one host sync for every value check: logp, logp_old, adv finite; lo, hi not NaN; lo <= hi
+    # one host sync for every value check (none inside deferred_checks): logp, logp_old, adv finite; lo, hi
+    # not NaN; lo <= hi
     checks = {"logp": ~torch.isfinite(logp).all(), "logp_old": ~torch.isfinite(logp_old).all(),
               "adv": ~torch.isfinite(adv).all(), "lo": torch.isnan(lo_t).any(), "hi": torch.isnan(hi_t).any(),
               "mask": ~torch.isfinite(mask).all() | (mask < 0).any(), "order": (lo_t > hi_t).any()}
-    if torch.stack(list(checks.values())).any():
-        name = next(k for k, v in checks.items() if v)
-        if name == "order":
-            raise ValueError("lo must be <= hi everywhere")
-        what = {"lo": "NaN", "hi": "NaN", "mask": "NaN, infinite or negative values"}.get(name, "NaN or infinite values")
-        raise ValueError(f"{name} must not contain {what}")
+    what = {"lo": "NaN", "hi": "NaN", "mask": "NaN, infinite or negative values"}
+    _value_checks(list(checks.values()), tuple("lo must be <= hi everywhere" if k == "order" else
+                                               f"{k} must not contain {what.get(k, 'NaN or infinite values')}"
+                                               for k in checks))
 
     ratio = torch.exp(logp - logp_old.detach())  # r_{i,t}                   [B, T]
     surr = ratio * A  # r A
@@ -570,7 +617,8 @@ def clipped_surrogate_loss(logp: Tensor, logp_old: Tensor, adv: Tensor, lo, hi,
         valid = n_tok > 0
         if agg == "seq-mean-token-mean":
             tok = tok / n_tok.clamp(min=1.0)
-        loss = tok[valid].mean()
+        # the mean over valid sequences, without a boolean index (a host sync): the same value and gradient
+        loss = torch.where(valid, tok, torch.zeros_like(tok)).sum() / valid.sum().to(tok.dtype)
 
     with torch.no_grad():
         m = mask > 0

@@ -551,14 +551,39 @@ def erm_objective(X: Tensor, y: Tensor, theta: Tensor, loss: str, reg: Separable
     return out
 
 
+_ARMIJO_HALVINGS = 40     # step sizes tried by the backtracking line search: 1, 1/2, ..., 2^-39, then 2^-40
+
+
+def _armijo_step(X, y, theta, delta, t, F, gd, loss, reg, b, halvings):
+    """Per problem, the first step ``2^-j`` (j < 40) that passes the Armijo test
+    ``F(theta + s delta) <= F + 1e-4 s gd + 1e-13 (1 + |F|)``, else ``2^-40``: what halving the step until
+    the test passes gives, without a host read per halving. The full step is evaluated exactly as
+    :func:`erm_objective` does; the shorter ones (the backtracks, rare near the solution) on the margins
+    along the line, ``t + s y (X delta)`` (one product with X for all 39 of them). Returns ``(B,)``."""
+    F_full = erm_objective(X, y, theta + halvings[0] * delta, loss, reg, b)                  # (B,)
+    s = halvings[1:-1]                                                                       # (J,)
+    t_line = t[:, None, :] + s[:, None] * (y * torch.einsum("bnp,bp->bn", X, delta))[:, None, :]  # (B, J, n)
+    th_line = theta[:, None, :] + s[:, None] * delta[:, None, :]                             # (B, J, p)
+    F_line = loss_value(loss, t_line).mean(-1) + reg.value(th_line)
+    if b is not None:
+        F_line = F_line + th_line @ b
+    F_new = torch.cat([F_full[:, None], F_line], 1)                                          # (B, J + 1)
+    ok = F_new <= F[:, None] + 1e-4 * halvings[:-1] * gd[:, None] + 1e-13 * (1 + F.abs())[:, None]
+    first = torch.where(ok.any(1), ok.to(torch.int8).argmax(1), len(halvings) - 1)          # first pass, or 40
+    return halvings[first]
+
+
 def fit_erm(X: Tensor, y: Tensor, loss: str, reg: SeparableReg, linear_term: Tensor | None = None,
             tol: float = 1e-8, max_iter: int = 100, return_info: bool = False):
     r"""Solve (ERM) by batched damped Newton with backtracking, until ``||grad||_inf < tol``.
 
     ``X (B, n, p)`` or ``(n, p)``; returns ``theta (B, p)`` or ``(p,)``. Gradient
     ``(1/n) X^T (y L'(y X theta)) + grad rho + b``; Hessian ``(1/n) X^T diag(L'') X + diag rho''``,
-    factorised by ``torch.linalg.cholesky`` on ``(B, p, p)``. Smooth losses and C^2 regularisers
-    only (hinge or l1: :func:`icml26.cgmt.baselines.fit_erm_cvxpy`).
+    factorised by ``torch.linalg.cholesky_ex`` on ``(B, p, p)`` (a failed factorisation raises
+    ``torch.linalg.LinAlgError`` at the next iteration's read); the backtracking line search tests all its
+    step sizes at once (:func:`_armijo_step`, the same steps as halving until the Armijo test passes). One
+    host read per iteration: the stopping rule, a data-dependent branch (issue 43). Smooth losses and C^2
+    regularisers only (hinge or l1: :func:`icml26.cgmt.baselines.fit_erm_cvxpy`).
     """
     _check_loss(loss, SMOOTH_LOSSES)
     check_smooth_reg(reg)
@@ -575,6 +600,9 @@ def fit_erm(X: Tensor, y: Tensor, loss: str, reg: SeparableReg, linear_term: Ten
     theta = torch.zeros(B, p, dtype=DTYPE, device=X.device)
     F = erm_objective(X, y, theta, loss, reg, b)
     eye = torch.eye(p, dtype=DTYPE, device=X.device)
+    # the Armijo candidates 1, 1/2, ..., 2^-39 (exact powers of two) and the step taken when none passes
+    halvings = torch.tensor([2.0 ** -j for j in range(_ARMIJO_HALVINGS + 1)], dtype=DTYPE, device=X.device)
+    failed = torch.zeros((), dtype=torch.bool, device=X.device)        # a Cholesky factorisation failed
     iters, gmax = 0, float("inf")
     for it in range(1, max_iter + 1):
         iters = it
@@ -582,22 +610,27 @@ def fit_erm(X: Tensor, y: Tensor, loss: str, reg: SeparableReg, linear_term: Ten
         grad = torch.einsum("bnp,bn->bp", X, y * loss_d1(loss, t)) / n + reg.grad(theta)
         if b is not None:
             grad = grad + b
-        gmax = float(grad.abs().max())
+        # the one host read of an iteration: the stopping rule (a data-dependent branch), with the previous
+        # iteration's Cholesky status (read here rather than by linalg.cholesky's own check, a second sync)
+        gmax_t, bad = torch.stack([grad.abs().max(), failed.to(DTYPE)]).tolist()
+        if bad:
+            raise torch.linalg.LinAlgError("fit_erm: the Newton Hessian is not positive-definite "
+                                           "(torch.linalg.cholesky_ex failed)")
+        gmax = gmax_t
         if gmax < tol:
             break
         H = (X * (loss_d2(loss, t) / n)[..., None]).transpose(1, 2) @ X     # (B, p, p)
         H = H + reg.hess_diag(theta)[:, :, None] * eye
-        delta = -torch.cholesky_solve(grad[..., None], torch.linalg.cholesky(H))[..., 0]
+        L, info = torch.linalg.cholesky_ex(H)
+        failed = failed | (info != 0).any()
+        delta = -torch.cholesky_solve(grad[..., None], L)[..., 0]
         gd = (grad * delta).sum(1)                                          # Newton decrement, < 0
-        step = torch.ones(B, dtype=DTYPE, device=X.device)
-        for _ in range(40):                                                 # batched Armijo
-            F_new = erm_objective(X, y, theta + step[:, None] * delta, loss, reg, b)
-            ok = F_new <= F + 1e-4 * step * gd + 1e-13 * (1 + F.abs())
-            if bool(ok.all()):
-                break
-            step = torch.where(ok, step, step / 2)
+        step = _armijo_step(X, y, theta, delta, t, F, gd, loss, reg, b, halvings)
         theta = theta + step[:, None] * delta
         F = erm_objective(X, y, theta, loss, reg, b)
+    if iters == max_iter and gmax >= tol and bool(failed):
+        raise torch.linalg.LinAlgError("fit_erm: the Newton Hessian is not positive-definite "
+                                       "(torch.linalg.cholesky_ex failed)")
     out = theta[0] if single else theta
     if return_info:
         return out, {"iterations": iters, "grad_inf": gmax}

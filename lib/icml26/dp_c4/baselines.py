@@ -8,11 +8,14 @@ from torch import Tensor
 
 from .method import (
     Trace,
+    _batch_cap,
     _batch_idx,
     _check_int,
     _check_run_args,
     _check_streams,
     _check_tail,
+    _clip_rows_fast,
+    _Guard,
     _log,
     _mask,
     _noise,
@@ -74,7 +77,9 @@ def dp_sgd(problem: FiniteSumProblem, T: int, lr: float, C, sigma, q: float = 1.
     ``lr`` may hold one step size per run. ``streams`` S > 0 gives every configuration the same Poisson
     batches and standard-normal draws per seed (run r uses stream r mod S; runs ordered configuration-major,
     seeds inner): common random numbers for paired comparisons. ``tail`` > 0 also returns the mean of the
-    last ``tail`` iterates, ``Trace.x_avg`` (tail averaging, free post-processing of released iterates)."""
+    last ``tail`` iterates, ``Trace.x_avg`` (tail averaging, free post-processing of released iterates).
+    No host read per step: fixed padded Poisson batches, checks read once after the loop, and an exact
+    re-run from the same generator state when they failed, as in :func:`~.method.dp_c4`."""
     T = _check_int("T", T)
     C, sigma = _per_run("C", C), _per_run("sigma", sigma)
     if C.ndim != 1 or sigma.ndim != 1:
@@ -93,6 +98,20 @@ def dp_sgd(problem: FiniteSumProblem, T: int, lr: float, C, sigma, q: float = 1.
     if (noisy or q < 1) and generator is None:
         raise ValueError("generator is required when sigma > 0 or q < 1")
     C, sigma = C.expand(R).to(x), sigma.expand(R).to(x)
+    args = (problem, T, lr, C, sigma, q, generator, x, x_star, log_every, streams, tail, noisy)
+    state = generator.get_state() if generator is not None else None
+    tr, held = _dp_sgd_run(*args, fast=True)
+    if not held:                        # a batch over the padded size, or a non-finite / overflowed row (MLP):
+        if generator is not None:       # the same draws again, with exact batch sizes and clip_rows' checks
+            generator.set_state(state)
+        tr, _ = _dp_sgd_run(*args, fast=False)
+    return tr
+
+
+def _dp_sgd_run(problem, T, lr, C, sigma, q, generator, x, x_star, log_every, streams, tail, noisy, fast: bool):
+    """The loop of :func:`dp_sgd` on checked arguments; ``fast`` as in :func:`~.method._dp_c4_run` (no host
+    read per step; its assumptions read once at the end, ``(trace, held)``)."""
+    R = len(C)
     std = sigma * C
     n, d = problem.n, problem.dim
     logs = {k: [] for k in ("steps", "dist", "loss", "std", "clip", "innov")}
@@ -101,13 +120,17 @@ def dp_sgd(problem: FiniteSumProblem, T: int, lr: float, C, sigma, q: float = 1.
     # problem with its own per-example gradients (the MLP) takes the dense path
     linear = type(problem).per_sample_grads is FiniteSumProblem.per_sample_grads
     row_sq = (problem.X * problem.X).sum(1) if linear else None
+    guard = _Guard(x.device)
+    cap = _batch_cap(n, q, (streams or R) * T) if fast and q < 1 else None
     for t in range(T):
         mask = _mask(R, n, q, generator, x, streams)
         zeta = _noise(R, d, generator, x, streams) * std[:, None] if noisy else torch.zeros(R, d, dtype=x.dtype,
                                                                                  device=x.device)
         idx = None
         if q < 1:                       # Poisson batch: gradients of the sampled rows only
-            idx, mask = _batch_idx(mask, streams)
+            if cap is not None:
+                guard.require((mask[:streams or R].sum(1) <= cap).all())
+            idx, mask = _batch_idx(mask, streams, cap)
         logged = t % log_every == 0 or t == T - 1
         G = problem.per_sample_grads(x, idx) if logged or not linear else None
         if logged:
@@ -118,11 +141,14 @@ def dp_sgd(problem: FiniteSumProblem, T: int, lr: float, C, sigma, q: float = 1.
         if linear:
             total = _linear_clipped_sum(problem, x, C, idx, mask, row_sq, streams)
         else:
-            total = (clip_rows(G, C[:, None]) * mask[..., None]).sum(1)
+            clipped = _clip_rows_fast(G, C[:, None], guard) if fast else clip_rows(G, C[:, None])
+            total = (clipped * mask[..., None]).sum(1)
         g = (total + zeta) / (q * n)
         x = x - lr * g
         if tail and t >= T - tail:
             x_sum += x
+    if fast and not guard.held():
+        return None, False
     tr = _trace(logs, problem, x, x_star)
     tr.x_avg = x_sum / tail if tail else None
-    return tr
+    return tr, True

@@ -9,6 +9,7 @@ Equation numbers refer to the chapter's notebooks: (DPC4-1) innovation clip, (DP
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -56,6 +57,33 @@ def clip_rows(G: Tensor, C) -> Tensor:
         m = torch.where(huge, G.abs().amax(-1), torch.ones_like(norms))
         scale = torch.where(huge, (C / m) / (G / m[..., None]).norm(dim=-1), scale)
     return G * scale[..., None]              # scale is exactly 1 on rows within C: they come back bit for bit
+
+
+def _clip_rows_fast(G: Tensor, C: Tensor, guard: _Guard) -> Tensor:
+    """:func:`clip_rows` on checked thresholds without a host read: the same values on every row whose
+    norm is finite. A non-finite norm (a NaN or inf entry, or a finite row whose squared norm overflows,
+    which :func:`clip_rows` treats apart) is flagged in ``guard`` instead, and the caller repeats the run
+    with :func:`clip_rows` (which then raises, or clips the overflowed row exactly)."""
+    norms = G.norm(dim=-1)
+    guard.require(torch.isfinite(norms).all())
+    over = norms > C
+    scale = torch.where(over, C / torch.where(over, norms, torch.ones_like(norms)), torch.ones_like(norms))
+    return G * scale[..., None]
+
+
+class _Guard:
+    """Device-side record of a fast (sync-free) run's assumptions: each step ANDs its conditions into one
+    boolean, read once after the loop (:meth:`held`); when one failed, the run is repeated exactly."""
+
+    def __init__(self, device):
+        self.ok = torch.ones((), dtype=torch.bool, device=device)
+        self.used = False
+
+    def require(self, cond: Tensor) -> None:
+        self.ok, self.used = self.ok & cond, True
+
+    def held(self) -> bool:
+        return not self.used or bool(self.ok)    # the one host read of a fast run
 
 
 @dataclass
@@ -196,16 +224,28 @@ def _mask(R: int, n: int, q: float, generator, like: Tensor, streams: int = 0) -
     return (u.to(like.device) < q).to(like.dtype).repeat(R // S, 1)
 
 
-def _batch_idx(mask: Tensor, streams: int = 0) -> tuple[Tensor, Tensor]:
-    """Padded indices of each run's Poisson batch: ``idx`` ``(R, b)`` with b the largest batch, members
-    first (in index order), and ``valid`` ``(R, b)``, 1 for members, 0 for padding (padding indices are
-    distinct non-members, so scattering zeros back through them is harmless). With ``streams`` S > 0 the
-    rows repeat with period S (:func:`_mask`), so only the first S are sorted and the result repeated."""
+def _batch_cap(n: int, q: float, draws: int) -> int:
+    """The fixed padded size of a Poisson batch: the smallest b with :math:`P(\\mathrm{Bin}(n,q)>b)\\le
+    10^{-3}/\\text{draws}`, so that a run drawing ``draws`` batches (streams x steps) overflows it with
+    probability at most 1e-3; a run that does overflow is repeated with exact sizes (:func:`dp_c4`), so no
+    batch is ever truncated and the sampling, hence the privacy accounting, is unchanged."""
+    from scipy.stats import binom
+
+    return int(min(n, max(1, binom.isf(1e-3 / max(draws, 1), n, q))))
+
+
+def _batch_idx(mask: Tensor, streams: int = 0, size: int | None = None) -> tuple[Tensor, Tensor]:
+    """Padded indices of each run's Poisson batch: ``idx`` ``(R, b)``, members first (in index order), and
+    ``valid`` ``(R, b)``, 1 for members, 0 for padding (padding indices are distinct non-members, so
+    scattering zeros back through them is harmless). ``b`` is ``size`` (fixed: no host read; a batch larger
+    than ``size`` loses members, which the caller must detect) or, with ``size=None``, the largest batch
+    (one host read). With ``streams`` S > 0 the rows repeat with period S (:func:`_mask`), so only the
+    first S are sorted and the result repeated."""
     if streams and streams < len(mask):
-        idx, valid = _batch_idx(mask[:streams])
+        idx, valid = _batch_idx(mask[:streams], size=size)
         reps = len(mask) // streams
         return idx.repeat(reps, 1), valid.repeat(reps, 1)
-    b = max(int(mask.sum(1).max()), 1)
+    b = max(int(mask.sum(1).max()), 1) if size is None else size
     idx = torch.argsort(mask, dim=1, descending=True, stable=True)[:, :b]
     return idx, mask.gather(1, idx)
 
@@ -233,8 +273,13 @@ def dp_c4_step(G: Tensor, h: Tensor, H: Tensor, mask: Tensor, C: Tensor, noise: 
     (DPC4-3) :math:`g_t=\\tilde H+\\tilde S_t/(qn)`;
     (DPC4-4) :math:`h_i\\leftarrow h_i+\\delta_i`, :math:`\\tilde H\\leftarrow\\tilde H+\\tilde S_t/n`.
     """
+    return _dp_c4_step(G, h, H, mask, C, noise, q, n, clip_rows)
+
+
+def _dp_c4_step(G, h, H, mask, C, noise, q, n, clip):
+    """:func:`dp_c4_step` with the row clip ``clip`` (:func:`clip_rows` or a guarded fast clip)."""
     n = G.shape[1] if n is None else n
-    Delta = clip_rows(G - h, C[:, None]) * mask[..., None]
+    Delta = clip(G - h, C[:, None]) * mask[..., None]
     S = Delta.sum(1) + noise
     g = H + S / (q * n)
     return g, h + Delta, H + S / n, S, Delta
@@ -259,7 +304,15 @@ def dp_c4(problem: FiniteSumProblem, schedule: StagedSchedule, lr: float, q: flo
     allocation and privacy, but plain clipping of :math:`\nabla f_i` (DP-SGD on DP-C4's schedule), the
     positive control of the anchors. ``lr`` may hold one step size per run. ``streams`` and ``tail`` as
     in :func:`~.baselines.dp_sgd` (shared random streams per seed; average of the last ``tail`` iterates
-    in ``Trace.x_avg``)."""
+    in ``Trace.x_avg``).
+
+    The loop reads nothing back to the host per step (issue 43): a Poisson batch is padded to a fixed size
+    (:func:`_batch_cap`) and masked, and the clip's checks become device-side flags read once after the
+    loop. If a batch outgrew the padded size or an innovation norm was not finite, the run is repeated from
+    the same generator state on the exact path (each batch padded to its step's largest, :func:`clip_rows`
+    with its checks), so no batch is ever truncated and a non-finite gradient still raises ``ValueError``.
+    Both paths give the same iterates up to round-off in the last bits (padding rows are zeros, but the
+    length of the padded axis changes the blocking of its sums)."""
     if not isinstance(anchors, bool) or not isinstance(drop_tilt, bool):
         raise TypeError("anchors and drop_tilt must be booleans")
     if not isinstance(schedule, StagedSchedule):
@@ -279,6 +332,27 @@ def dp_c4(problem: FiniteSumProblem, schedule: StagedSchedule, lr: float, q: flo
         raise ValueError("generator is required when noise=True or q < 1")
     if q < 1 and generator is None:
         raise ValueError("generator is required when q < 1")
+    args = (problem, schedule, lr, q, generator, x, x_star, noise, log_every, drop_tilt, anchors, streams, tail)
+    state = generator.get_state() if generator is not None else None
+    tr, held = _dp_c4_run(*args, fast=True)
+    if not held:                        # a batch over the padded size, or a non-finite / overflowed row:
+        if generator is not None:       # the same draws again, with exact batch sizes and clip_rows' checks
+            generator.set_state(state)
+        tr, _ = _dp_c4_run(*args, fast=False)
+    return tr
+
+
+def _dp_c4_run(problem, schedule, lr, q, generator, x, x_star, noise, log_every, drop_tilt, anchors, streams, tail,
+               fast: bool):
+    """The loop of :func:`dp_c4` on checked arguments; returns ``(trace, held)``.
+
+    ``fast=True`` makes no host read per step: Poisson batches padded to the fixed size :func:`_batch_cap`
+    and the unchecked clip :func:`_clip_rows_fast`, with their assumptions (no batch over the padded size,
+    every innovation norm finite) recorded on the device and read once at the end (``held``). ``fast=False``
+    is the exact path: each batch padded to the largest one of its step (one host read) and :func:`clip_rows`
+    with its checks. Both give the same iterates up to round-off (padding rows are zeros)."""
+    R = schedule.runs
+    n, d = problem.n, problem.dim
     Cs = schedule.thresholds.reshape(R, -1).to(problem.X)
     sig = schedule.sigmas.reshape(R, -1).to(problem.X)
     h = torch.zeros(R, n, d, dtype=x.dtype, device=x.device)
@@ -287,13 +361,18 @@ def dp_c4(problem: FiniteSumProblem, schedule: StagedSchedule, lr: float, q: flo
     m = schedule.steps_per_stage
     x_sum = torch.zeros_like(x) if tail else None
     row_base = (torch.arange(R, device=x.device) * n)[:, None]
+    guard = _Guard(x.device)
+    clip = functools.partial(_clip_rows_fast, guard=guard) if fast else clip_rows
+    cap = _batch_cap(n, q, (streams or R) * schedule.T) if fast and q < 1 else None
     for t in range(schedule.T):
         k = t // m
         C, std = Cs[:, k], sig[:, k] * Cs[:, k]
         mask = _mask(R, n, q, generator, x, streams)
         zeta = _noise(R, d, generator, x, streams) * std[:, None] if noise else torch.zeros_like(H)
         if q < 1:                       # Poisson batch: gradients and anchors of the sampled rows only
-            idx, bmask = _batch_idx(mask, streams)
+            if cap is not None:
+                guard.require((mask[:streams or R].sum(1) <= cap).all())
+            idx, bmask = _batch_idx(mask, streams, cap)
             # rows of the flat (R n, d) anchor table: index_select / index_copy_ move whole rows, much
             # faster than gather / scatter_ along axis 1 with an expanded index (the same values)
             flat = (idx + row_base).reshape(-1)
@@ -305,7 +384,7 @@ def dp_c4(problem: FiniteSumProblem, schedule: StagedSchedule, lr: float, q: flo
             nb = bmask.sum(1).clamp_min(1)
             _log(logs, t, problem, x, x_star, std if noise else torch.zeros_like(std),
                  ((inn > C[:, None]).to(x.dtype) * bmask).sum(1) / nb, (inn * bmask).sum(1) / nb)
-        g, hb, H_new, _, _ = dp_c4_step(G, hb, H, bmask, C, zeta, q, n)
+        g, hb, H_new, _, _ = _dp_c4_step(G, hb, H, bmask, C, zeta, q, n, clip)
         if not anchors:                 # DP-SGD on DP-C4's schedule: anchors and H stay at zero
             x = x - lr * g
         else:
@@ -319,10 +398,12 @@ def dp_c4(problem: FiniteSumProblem, schedule: StagedSchedule, lr: float, q: flo
             x = x - lr * g
         if tail and t >= schedule.T - tail:
             x_sum += x
+    if fast and not guard.held():
+        return None, False
     tilt = H - h.mean(1)
     tr = _trace(logs, problem, x, x_star, tilt)
     tr.x_avg = x_sum / tail if tail else None
-    return tr
+    return tr, True
 
 
 def _log(logs, t, problem, x, x_star, std, clip, innov):

@@ -8,10 +8,12 @@ import subprocess
 import sys
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from ..core.compare import t_interval
 from .camera import make_camera, random_camera, rasterize
 from .losses import render_losses
 from .metrics import (
@@ -567,6 +569,109 @@ def step_trend_text(trend: pd.DataFrame, floor: float | None = None) -> str:
     return "; ".join(parts)
 
 
+def snapshot_trend(cfg: FocusingPreset, seeds, label: str = "full", lr: float = 2.5e-3, tsdf: float = 0.1,
+                   every: int = 50, device: str = "cpu") -> pd.DataFrame:
+    """Does a longer, cheaper recipe make ``label`` beat the no-learning floor? One run per training seed
+    with the preset ``cfg`` (its ``steps`` and image size ``H``), weights kept every ``every`` steps and
+    each snapshot scored on the **validation** shapes: one row per seed and snapshot with ``rel`` (mean
+    CD-L1 over the validation floor of that seed, the untrained decoder), the empty validation fields,
+    and ``cpu_per_step`` (CPU seconds of one training step on the calling thread, including the view
+    sampling and the ground-truth renders). Too costly for a book notebook (:data:`LONG_TREND` holds its
+    measured output, which notebook 3 quotes)."""
+    import time
+
+    runs = Runs(replace(cfg, snap_every=int(every)), device, progress=False)
+    rows = []
+    for seed in seeds:
+        t0 = time.process_time()
+        model, _, snaps = runs.trained(label, seed, lr, tsdf)
+        per_step = (time.process_time() - t0) / cfg.steps
+        floor = float(runs.floor(seed, "val").cd_l1.mean())
+        for k in sorted(k for k in snaps if k > 0):
+            sc = evaluate_state(model, snaps[k], runs.val, runs.taus, cfg.eval_views, cfg.H)
+            rows.append({"run": label, "seed": int(seed), "H": cfg.H, "lr": float(lr), "tsdf": float(tsdf),
+                         "step": int(k), "rel": float(sc.cd_l1.mean()) / floor, "empty": int(sc["empty"].sum()),
+                         "floor": floor, "cpu_per_step": per_step})
+    return pd.DataFrame(rows)
+
+
+@torch.no_grad()
+def evaluate_state(model, state: dict, shapes, taus, n_views: int, H: int) -> pd.DataFrame:
+    """:func:`~icml26.focusing.train.evaluate` of ``model`` with the weights ``state`` (its own weights
+    restored afterwards)."""
+    cur = {a: b.clone() for a, b in model.state_dict().items()}
+    model.load_state_dict(state)
+    try:
+        return pd.DataFrame(evaluate(model, shapes, taus, n_views=n_views, H=H))
+    finally:
+        model.load_state_dict(cur)
+
+
+#: :func:`snapshot_trend` measured on 2026-12-07 (one CPU thread, on a machine shared by about six
+#: processes per core): the book preset with 32 x 32 training images (48 in notebook 3), 300 steps,
+#: lr 2.5e-3, the 10% TSDF warm-up, ``full``, training seeds 0-3 (seed 4's run was stopped for time),
+#: snapshots every 50 steps; plus the same run with the TSDF term on every step (seed 0). ``rel`` is
+#: validation CD-L1 over the validation floor of that seed (0.02229, 0.02383, 0.02334, 0.02268 for seeds
+#: 0-3); no validation field was empty except where ``empty`` says so. ``cpu_per_step`` is the run's
+#: training CPU time per step.
+LONG_TREND = pd.DataFrame(
+    [("full", s, 32, 2.5e-3, t, k, r, e, c) for s, t, c, ks in (
+        (0, 0.1, 0.143, ((50, 0.967, 0), (100, 0.960, 0), (150, 0.902, 0), (200, 1.126, 0), (250, 0.861, 0),
+                         (300, 0.836, 0))),
+        (1, 0.1, 0.147, ((50, 1.084, 0), (100, 0.941, 0), (150, 0.871, 0), (200, 0.899, 0), (250, 0.888, 0),
+                         (300, 0.842, 0))),
+        (2, 0.1, 0.156, ((50, 1.006, 0), (100, 0.985, 0), (150, 0.965, 0), (200, 0.986, 0), (250, 0.938, 0),
+                         (300, 0.899, 0))),
+        (3, 0.1, 0.153, ((50, 2.185, 0), (100, 0.909, 0), (150, 0.939, 0), (200, 0.991, 0), (250, 0.837, 0),
+                         (300, 0.874, 0))),
+        (0, 1.0, 0.149, ((50, 3.823, 0), (100, 3.968, 1), (150, 1.164, 0), (200, 1.080, 0), (250, 1.720, 0),
+                         (300, 1.138, 0))),
+        ) for k, r, e in ks],
+    columns=["run", "seed", "H", "lr", "tsdf", "step", "rel", "empty", "cpu_per_step"])
+
+
+def long_trend_summary(trend: pd.DataFrame, tsdf: float = 0.1, margin: float = 0.1) -> dict:
+    """Numbers notebook 3 quotes from :data:`LONG_TREND` (rows with TSDF share ``tsdf``): the last step,
+    the seeds, on how many of them the last snapshot is at least ``margin`` below the floor
+    (``rel <= 1 - margin``) and on how many it is below it at all, the mean and range of ``rel`` at the
+    last step, the mean CPU seconds per step, and the training CPU seconds of a paired two-method
+    comparison over 5 seeds at that recipe (10 runs, before any tuning run), and ``rel_hi``, the upper
+    end of the 95% t interval over seeds of ``rel`` at the last step (what notebook 3's gate reads)."""
+    if not 0 < margin < 1:
+        raise ValueError(f"margin must lie in (0, 1), got {margin!r}")
+    t = trend[trend.tsdf == tsdf]
+    if t.empty:
+        raise ValueError(f"trend: no rows with tsdf {tsdf!r}")
+    last = int(t.step.max())
+    end = t[t.step == last].set_index("seed").rel
+    per_step = float(t.groupby("seed").cpu_per_step.first().mean())
+    rel_hi = t_interval(end.to_numpy())[2] if end.size > 1 else float("nan")
+    return {"steps": last, "n_seeds": int(end.size), "n_clear": int((end <= 1 - margin).sum()),
+            "n_below": int((end < 1).sum()), "rel_mean": float(end.mean()), "rel_min": float(end.min()),
+            "rel_max": float(end.max()), "rel_hi": float(rel_hi), "cpu_per_step": per_step,
+            "cost_5x2": 10 * last * per_step,
+            "nonmonotone": int(sum((g.sort_values("step").rel.diff() > 0).any() for _, g in t.groupby("seed")))}
+
+
+def long_trend_verdict(summary: dict, bar: float, budget_s: float = 300.0) -> str:
+    """One clause of notebook 3 from :func:`long_trend_summary`: whether the recipe passes notebook 3's
+    gate over the seeds measured (the upper end ``rel_hi`` of the interval of ``full`` / floor at most
+    ``bar``), and whether its paired five-seed comparison fits ``budget_s`` CPU seconds."""
+    if not isinstance(summary, dict) or not {"n_seeds", "rel_hi", "cost_5x2"} <= set(summary):
+        raise ValueError("summary must be a dict from long_trend_summary")
+    if isinstance(bar, bool) or not isinstance(bar, (int, float, np.floating)) or not 0 < bar < np.inf:
+        raise ValueError(f"bar must be a positive finite number, got {bar!r}")
+    n, hi = int(summary["n_seeds"]), float(summary["rel_hi"])
+    if np.isfinite(hi) and hi <= bar:
+        part = f"over the {n} seeds measured the recipe passes the gate (upper end {hi:.3f} <= {bar:.3f})"
+    else:
+        part = (f"even so, over the {n} seeds measured the recipe misses the gate (upper end {hi:.3f} of the "
+                f"interval of full / floor against {bar:.3f})")
+    fits = summary["cost_5x2"] <= budget_s
+    return part + (", and its comparison would fit a book notebook" if fits
+                   else ", and its comparison does not fit a book notebook")
+
+
 def run_lrs(labels, lrs: dict) -> dict:
     """The configuration of every run label (a learning rate, or a dict of tuned knobs): its own tuned
     one where ``lrs`` has it, else the one tuned for the run it changes (``full`` for the ``full``
@@ -599,7 +704,8 @@ def empty_note(empty: dict) -> str:
 
 def gated_compare(ledger, precondition: bool, name: str, comparison, a: str, b: str, op: str, threshold,
                   empty: dict | None = None, **kw):
-    """Record a Chamfer comparison claim whose precondition is "``full`` beats the no-learning floor":
+    """Record a Chamfer comparison claim whose precondition is "``full`` clearly beats the no-learning floor"
+    (notebook 3: the upper end of the interval of ``full`` / floor at most the ground-truth band's ratio):
     asserted as ``op threshold`` (at the ledger's default scales or ``assert_at``) only where
     ``precondition`` holds; otherwise reported, the reason in its note (a comparison of two runs that
     learned nothing the metric can see is not evidence either way). Where ``empty`` (row name -> empty
@@ -613,7 +719,8 @@ def gated_compare(ledger, precondition: bool, name: str, comparison, a: str, b: 
     if precondition:
         return ledger.compare(name, comparison, a, b, op, threshold, **kw)
     kw.pop("assert_at", None)
-    note = "not asserted: full does not beat the no-learning floor here (the precondition of Chamfer claims)"
+    note = ("not asserted: full does not clearly beat the no-learning floor here (the precondition of Chamfer "
+            "claims: test CD-L1 full / floor, at the interval's upper end, at most the ground-truth band's ratio)")
     return ledger.compare(name, comparison, a, b, note="; ".join(x for x in (kw.pop("note", ""), note) if x), **kw)
 
 

@@ -56,7 +56,7 @@ def gpu_check(dev):
     cond, x1 = x[:, :r.t_in], x[:, r.t_in:]
     x_sl = sl_teacher(cond, r.t_out)
     model = make_unet(cfg, "pdrf", dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr_of("pdrf"))
     g = torch.Generator(device=dev).manual_seed(0)
 
     def step():

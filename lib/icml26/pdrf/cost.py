@@ -8,11 +8,14 @@ chapter's ``gpu_check`` U-Net training step, built at the **gpu** preset's sizes
 gpu scale only (smoke and book declare no items yet). Forecasting the test set is one 5-step sampling of the
 ``gpu_check`` batch per ``eval_batch`` chunk and generative model. Notebook 1 trains the toy flow twice for
 ``toy_steps``: one step of :func:`~icml26.pdrf.experiments.train_toy` (``toy_steps = 1``). Notebook 2 trains
-the teacher sweep (:func:`~icml26.pdrf.experiments.teacher_sweep`: one model per weight of ``cfg.ctrl_lambdas`` on
-the first seed, sampling the test and validation sets) and the teacher controls
-(:func:`~icml26.pdrf.experiments.teacher_controls`: per seed of ``cfg.ctrl_seeds``, RF-x and the tuned weight, the
-first seed's two taken from the sweep, the oracle teacher with ``cfg.ctrl_oracle``, RF-v and RF-v + teacher with
-``cfg.ctrl_rf_v``, each for ``cfg.steps`` steps, sampling the test set)."""
+the learning-rate grid (:func:`~icml26.pdrf.experiments.lr_grid_study`: the U-Net and RF-x at each rate of
+``cfg.lr_grid`` on the first seed, sampling the validation set). Notebook 4 trains PDRF's learning-rate grid
+(the same rates) and the teacher sweep
+(:func:`~icml26.pdrf.experiments.teacher_sweep` with ``test=False``: one model per weight of ``cfg.ctrl_lambdas`` on
+the first seed, sampling the validation set). Notebook 5 trains the teacher controls
+(:func:`~icml26.pdrf.experiments.teacher_controls`: per seed of ``cfg.ctrl_seeds``, RF-x and the tuned weight,
+the still teacher with ``cfg.ctrl_still``, the oracle teacher with ``cfg.ctrl_oracle``, RF-v and RF-v + teacher
+with ``cfg.ctrl_rf_v``, each for ``cfg.steps`` steps, sampling ``cfg.ctrl_n_test`` test sequences)"""
 
 from __future__ import annotations
 
@@ -46,14 +49,25 @@ def notebooks(scale: str) -> dict:
     runs = singles + 2 * seeds + controls
     chunks = -(-pick(cfg, "n_test", 1) // max(pick(cfg, "eval_batch", 1), 1))
     n_sweep = n_of(pick(cfg, "ctrl_lambdas"), 0)
-    per_seed = 2 + int(bool(pick(cfg, "ctrl_oracle"))) + 2 * int(bool(pick(cfg, "ctrl_rf_v")))
-    n_ctrl = n_sweep + n_of(pick(cfg, "ctrl_seeds"), 0) * per_seed - 2      # the sweep's seed reuses two runs
+    per_seed = (2 + int(bool(pick(cfg, "ctrl_still", False))) + int(bool(pick(cfg, "ctrl_oracle")))
+                + 2 * int(bool(pick(cfg, "ctrl_rf_v"))))
+    n_ctrl = n_of(pick(cfg, "ctrl_seeds"), 0) * per_seed
     val_chunks = -(-pick(cfg, "ctrl_n_val", 0) // max(pick(cfg, "eval_batch", 1), 1))
-    nb2 = [Item(f"U-Net train step ({n_ctrl} teacher-control models)", n_ctrl * pick(cfg, "steps", 0),
+    ctrl_chunks = -(-pick(cfg, "ctrl_n_test", 1) // max(pick(cfg, "eval_batch", 1), 1))
+    n_rates = n_of(pick(cfg, "lr_grid", ()), 0)
+    n_lr = 2 * n_rates                                                   # NB2: the U-Net and RF-x per rate
+    nb2 = [Item(f"U-Net train step ({n_lr} learning-rate grid models)", n_lr * pick(cfg, "steps", 0),
                 _kernel("pdrf train step")),
-           Item("5-step sampling of one test or validation chunk", chunks * n_ctrl + val_chunks * n_sweep,
-                _kernel("pdrf 5-step sampling"))]
+           Item("5-step sampling of one validation chunk", val_chunks * n_lr, _kernel("pdrf 5-step sampling"))]
+    n4 = n_rates + n_sweep                                               # NB4: PDRF per rate, then per weight
+    nb4 = [Item(f"U-Net train step ({n4} PDRF learning-rate and teacher-weight models)", n4 * pick(cfg, "steps", 0),
+                _kernel("pdrf train step")),
+           Item("5-step sampling of one validation chunk", val_chunks * n4, _kernel("pdrf 5-step sampling"))]
+    nb5 = [Item(f"U-Net train step ({n_ctrl} teacher-control models)", n_ctrl * pick(cfg, "steps", 0),
+                _kernel("pdrf train step")),
+           Item("5-step sampling of one test chunk", ctrl_chunks * n_ctrl, _kernel("pdrf 5-step sampling"))]
     nb1 = [Item(f"toy flow step ({p}-prediction)", pick(cfg, "toy_steps", 0), _toy(cfg, p)) for p in ("v", "x")]
     nb3 = [Item(f"U-Net train step ({runs} models)", runs * pick(cfg, "steps", 0), _kernel("pdrf train step")),
            Item("5-step sampling of one test chunk", chunks * (runs - 1), _kernel("pdrf 5-step sampling"))]
-    return {"01-data-space-flow": nb1, "02-radar-nowcasting": nb2, "03-pdrf-vs-baselines": nb3}
+    return {"01-data-space-flow": nb1, "02-radar-nowcasting": nb2, "03-pdrf-vs-baselines": nb3,
+            "04-the-teacher-weight": nb4, "05-what-the-teacher-contributes": nb5}

@@ -149,15 +149,22 @@ def evaluate(cfg, preds: dict, obs: torch.Tensor, x_sl: torch.Tensor | None = No
     return out
 
 
-def classical_study(cfg, device=None) -> dict:
-    """NB2: the test set, estimated motion, the classical baselines and their scores."""
+def classical_study(cfg, device=None, n_test: int | None = None, light: bool = False) -> dict:
+    """NB2: the test set (``n_test`` sequences, default ``cfg.n_test``, from the same generator seed),
+    estimated motion, the classical baselines and their
+    scores. ``light`` keeps persistence and the estimated-motion extrapolation only, scored with the
+    5 x 5 FSS window only (NB4 needs no more)."""
     r = cfg.radar
-    frames, motion = generate_radar(cfg.n_test, r, torch.Generator().manual_seed(1001 + 2 * cfg.seed),
+    n = cfg.n_test if n_test is None else check_int("n_test", n_test)
+    frames, motion = generate_radar(n, r, torch.Generator().manual_seed(1001 + 2 * cfg.seed),
                                     device=device, return_motion=True)
     ms = motion_sets(cfg, frames, motion, device)
     preds = classical_forecasts(cfg, frames, motion, ms["est"])
+    if light:
+        preds = {k: preds[k] for k in ("persistence", "sl_est")}
     obs = frames[:, r.t_in:]
-    return {"frames": frames, "motion": motion, **ms, "preds": preds, "scores": evaluate(cfg, preds, obs)}
+    sc = evaluate(cfg, preds, obs, fss_windows=NB3_FSS) if light else evaluate(cfg, preds, obs)
+    return {"frames": frames, "motion": motion, **ms, "preds": preds, "scores": sc}
 
 
 def base_rates(frames: torch.Tensor) -> dict:
@@ -186,13 +193,14 @@ def make_unet(cfg, kind: str, device=None) -> CondUNet:
 
 
 def train_model(cfg, kind: str, train_frames, seed: int = 0, teacher=None, device=None, lambda_phy=None,
-                t_eps=None):
+                t_eps=None, lr=None):
     """One U-Net of ``kind`` with the shared budget (same steps, batch, optimiser, EMA). The initial
     weights depend on ``seed`` alone (:func:`~icml26.core.compare.paired_init`), so RF-v, RF-x and
     PDRF start from the same weights per seed; the training batches and noise come from a generator
-    seeded by ``seed`` alone too. ``t_eps`` overrides the preset's training cap (the control row)."""
+    seeded by ``seed`` alone too. ``t_eps`` overrides the preset's training cap (the control row), ``lr``
+    the preset's learning rate of ``kind`` (``cfg.lr_of(kind)``; the validation grid of :func:`lr_grid_study`)."""
     model = paired_init(int(seed), lambda: make_unet(cfg, kind, device))
-    return train(model, kind, train_frames, cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr,
+    return train(model, kind, train_frames, cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr_of(kind) if lr is None else lr,
                  lambda_phy=cfg.lambda_phy if lambda_phy is None else lambda_phy,
                  t_eps=cfg.t_eps if t_eps is None else t_eps,
                  ema_beta=cfg.ema_beta, ema_every=cfg.ema_every, teacher=teacher,
@@ -370,12 +378,15 @@ def _check_lambdas(lams) -> tuple:
 def control_runs(cfg, lam: float) -> list[tuple[str, str, str, float]]:
     """The rows of :func:`teacher_controls` for one seed, as ``(name, kind, teacher, lambda_phy)``: RF-x
     (``"rf_x"``, lambda 0), PDRF with the estimated-motion teacher at the weight ``lam`` chosen on
-    validation (``"tuned"``), with ``cfg.ctrl_oracle`` the oracle teacher at the same weight
-    (``"oracle"``) and, with ``cfg.ctrl_rf_v``, RF-v and RF-v + teacher at ``cfg.lambda_phy``
+    validation (``"tuned"``), with ``cfg.ctrl_still`` the still teacher (the last input frame repeated
+    over the leads: no motion) at the same weight (``"still"``), with ``cfg.ctrl_oracle`` the oracle
+    teacher at the same weight (``"oracle"``) and, with ``cfg.ctrl_rf_v``, RF-v and RF-v + teacher at ``cfg.lambda_phy``
     (``"rf_v"``, ``"rf_v_phy"``)."""
     if isinstance(lam, bool) or not isinstance(lam, int | float) or not np.isfinite(lam) or lam <= 0:
         raise ValueError(f"lam must be a finite number > 0 (the tuned teacher weight), got {lam!r}")
     runs = [("rf_x", "rf_x", "none", 0.0), ("tuned", "pdrf", "est", float(lam))]
+    if cfg.ctrl_still:
+        runs.append(("still", "pdrf", "still", float(lam)))
     if cfg.ctrl_oracle:
         runs.append(("oracle", "pdrf", "oracle", float(lam)))
     if cfg.ctrl_rf_v:
@@ -391,7 +402,7 @@ def control_data(cfg, study: dict, device=None) -> dict:
     that closeness is measured to), ``cfg.ctrl_n_val`` validation sequences of their own seed, and
     the shared sampling noise."""
     check_int("ctrl_n_val", cfg.ctrl_n_val)
-    for key in ("frames", "preds"):
+    for key in ("frames", "preds", "scores"):
         if not isinstance(study, dict) or key not in study:
             raise ValueError(f"study must be classical_study's result (with {key!r}), got {type(study).__name__}")
     r = cfg.radar
@@ -400,12 +411,15 @@ def control_data(cfg, study: dict, device=None) -> dict:
     teachers = {"none": None, "est": torch.cat([
         sl_teacher(tr[i:i + 256, :r.t_in], r.t_out, levels=cfg.hs_levels, iters=cfg.hs_iters)
         for i in range(0, tr.shape[0], 256)])}
+    if cfg.ctrl_still:   # the still teacher: the last input frame repeated over the leads (no motion at all)
+        teachers["still"] = tr[:, r.t_in - 1:r.t_in].expand(-1, r.t_out, -1, -1).contiguous()
     if cfg.ctrl_oracle:
         teachers["oracle"] = sl_teacher(tr[:, :r.t_in], r.t_out, motion=mot)
     te = study["frames"]
     # the two teachers as forecasts of the test set (straight backtrace; estimated motion = study's sl_est)
     tests = {"est": study["preds"]["sl_est"], "oracle": sl_teacher(te[:, :r.t_in], r.t_out, motion=study["motion"])}
     tsc = evaluate(cfg, tests, te[:, r.t_in:], fss_windows=NB3_FSS)
+    tsc["still"] = study["scores"]["persistence"]   # the still teacher as a forecast is persistence
     teacher_scores = {k: {"csi_m": float(v["csi_m"]), "bias": bias_at(v)} for k, v in tsc.items()}
     val = generate_radar(cfg.ctrl_n_val, r, torch.Generator().manual_seed(2 * cfg.seed + 3001), device=device)
     obs, vobs = te[:, r.t_in:], val[:, r.t_in:]
@@ -425,7 +439,7 @@ def _check_data(data):
         raise ValueError("data must be control_data's result")
 
 
-def teacher_sweep(cfg, data: dict, seed: int | None = None) -> dict:
+def teacher_sweep(cfg, data: dict, seed: int | None = None, test: bool = True, lr_grid: dict | None = None) -> dict:
     """NB2: the teacher-weight sweep read on validation data (spec Sec. 3.6, P4; F15).
 
     One run per weight of ``cfg.ctrl_lambdas`` (0 is RF-x; estimated-motion teacher, Eq. 14's weight)
@@ -433,18 +447,28 @@ def teacher_sweep(cfg, data: dict, seed: int | None = None) -> dict:
     (:func:`train_model`), each scored on the validation sequences (CSI-M: the number the weight is
     chosen by) and on the test set (CSI-M, MSE to X_SL and frequency bias at 0.55: the trade-off
     curve). The runs at 0 and at the chosen weight are the same runs :func:`teacher_controls` would
-    train on that seed, and it reuses them. Returns ``{"seed", "lambdas", <SWEEP_KEYS>: (n_lambda,)}``."""
+    train on that seed, and it reuses them. With ``test=False`` the runs are scored on validation only
+    (the test keys hold NaN), and the RF-x run at ``cfg.lr_of("rf_x")`` of ``lr_grid`` (:func:`lr_grid_study`'s
+    result on the same seed, the same run) stands in for lambda 0. Returns ``{"seed", "lambdas",
+    <SWEEP_KEYS>: (n_lambda,)}``."""
     lams = _check_lambdas(cfg.ctrl_lambdas)
     seed = cfg.ctrl_seeds[0] if seed is None else seed
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an int, got {seed!r}")
     _check_data(data)
-    out = {k: np.zeros(len(lams)) for k in SWEEP_KEYS}
+    known = {}
+    if lr_grid is not None:
+        if test or not isinstance(lr_grid, dict) or any(k not in lr_grid for k in ("seed", "lrs", "rf_x")):
+            raise ValueError("lr_grid must be lr_grid_study's result, and test False (it holds validation scores only)")
+        lr_x = cfg.lr_of("rf_x")
+        if lr_grid["seed"] == seed and lr_x in lr_grid["lrs"]:
+            known[0.0] = {"val_csi_m": float(lr_grid["rf_x"][list(lr_grid["lrs"]).index(lr_x)])}
+    out = {k: np.full(len(lams), np.nan) for k in SWEEP_KEYS}
     for i, lam in enumerate(tqdm(lams, desc="teacher sweep", leave=False)):
-        r = _control_run(cfg, data, seed, "rf_x" if lam == 0 else "pdrf", "none" if lam == 0 else "est", lam,
-                         val=True)
+        r = known.get(lam) or _control_run(cfg, data, seed, "rf_x" if lam == 0 else "pdrf",
+                                           "none" if lam == 0 else "est", lam, val=True, test=test)
         for k in SWEEP_KEYS:
-            out[k][i] = r[k]
+            out[k][i] = r.get(k, np.nan)
     return {"seed": seed, "lambdas": lams, **out}
 
 
@@ -494,14 +518,17 @@ def bias_at(summary: dict, th_index: int = 3) -> float:
     return float(mt.nanmean(np.asarray(summary["bias"])[th_index]))
 
 
-def _control_run(cfg, data: dict, seed: int, kind: str, teach: str, lam: float, val: bool = False) -> dict:
-    """Train one teacher-control run and score it: test CSI-M, test MSE to X_SL (mean over leads), test
-    frequency bias at 0.55 (:func:`bias_at`) and, with ``val``, validation CSI-M."""
+def _control_run(cfg, data: dict, seed: int, kind: str, teach: str, lam: float, val: bool = False,
+                 test: bool = True, lr: float | None = None) -> dict:
+    """Train one teacher-control run and score it: with ``test``, test CSI-M, test MSE to X_SL (mean over
+    leads) and test frequency bias at 0.55 (:func:`bias_at`); with ``val``, validation CSI-M."""
     model, _ = train_model(cfg, kind, data["train"], seed=seed, teacher=data["teachers"][teach],
-                           device=data["train"].device, lambda_phy=lam)
-    sc = evaluate(cfg, {"run": predict(cfg, kind, model, data["cond"], data["noise"])}, data["obs"],
-                  x_sl=data["x_sl"], fss_windows=NB3_FSS)["run"]
-    out = {"test_csi_m": float(sc["csi_m"]), "test_adv": float(np.mean(sc["adv_mse"])), "test_bias": bias_at(sc)}
+                           device=data["train"].device, lambda_phy=lam, lr=lr)
+    out = {}
+    if test:
+        sc = evaluate(cfg, {"run": predict(cfg, kind, model, data["cond"], data["noise"])}, data["obs"],
+                      x_sl=data["x_sl"], fss_windows=NB3_FSS)["run"]
+        out = {"test_csi_m": float(sc["csi_m"]), "test_adv": float(np.mean(sc["adv_mse"])), "test_bias": bias_at(sc)}
     if val:
         vs = evaluate(cfg, {"run": predict(cfg, kind, model, data["vcond"], data["vnoise"])}, data["vobs"],
                       fss_windows=NB3_FSS)["run"]
@@ -520,6 +547,38 @@ def claim_numbers(scores: dict, half, t_out: int, fss_win: int = 2) -> dict:
         "fss_half": {k: mt.nanmean(s["fss"][2, fss_win, half]) for k, s in scores.items()},
         "pooled_half": {k: mt.nanmean(s["pooled_csi"][1, half]) for k, s in scores.items()},
     }
+
+
+LR_KINDS = ("det", "rf_x", "pdrf")
+
+
+def lr_grid_study(cfg, data: dict, seed: int | None = None, kinds: tuple = LR_KINDS) -> dict:
+    """NB2 and NB4: the learning rate of the trained rows, read on validation (fair-comparison rule 1).
+
+    For each kind of ``kinds`` (among :data:`LR_KINDS`: the MSE U-Net, RF-x, PDRF at the paper's weight
+    ``cfg.lambda_phy``) one run per learning rate of ``cfg.lr_grid`` (an equal grid for every kind) on one
+    training seed (default the first of ``cfg.ctrl_seeds``), with notebook 3's recipe otherwise
+    (:func:`train_model`), scored by CSI-M on :func:`control_data`'s validation sequences (never the test
+    set). NB2 runs the U-Net and RF-x, NB4 PDRF (the budget of one notebook does not hold all three).
+    Returns ``{"seed", "lrs", kind: (n_lr,) validation CSI-M}``."""
+    lrs = tuple(float(v) for v in cfg.lr_grid)
+    if len(lrs) < 3 or list(lrs) != sorted(set(lrs)) or not all(np.isfinite(v) and v > 0 for v in lrs):
+        raise ValueError(f"lr_grid must hold at least 3 increasing positive numbers, got {cfg.lr_grid!r}")
+    seed = cfg.ctrl_seeds[0] if seed is None else seed
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an int, got {seed!r}")
+    if not isinstance(kinds, tuple | list) or not kinds or any(k not in LR_KINDS for k in kinds):
+        raise ValueError(f"kinds must be a non-empty tuple of kinds among {LR_KINDS}, got {kinds!r}")
+    _check_data(data)
+    out = {"seed": seed, "lrs": lrs}
+    jobs = [(k, lr) for k in kinds for lr in lrs]
+    vals = {}
+    for kind, lr in tqdm(jobs, desc="learning-rate grid", leave=False):
+        teach, lam = ("est", cfg.lambda_phy) if kind == "pdrf" else ("none", 0.0)
+        vals[(kind, lr)] = _control_run(cfg, data, seed, kind, teach, lam, val=True, test=False, lr=lr)["val_csi_m"]
+    for kind in kinds:
+        out[kind] = np.array([vals[(kind, lr)] for lr in lrs])
+    return out
 
 
 def sweep_table(sweep: dict) -> pd.DataFrame:

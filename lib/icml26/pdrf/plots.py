@@ -219,31 +219,35 @@ __all__ = ["THRESHOLDS", "gallery", "losses", "motion_compare", "perturbation", 
            "sequences", "shifted_block", "skill_vs_lead", "toy_nfe", "toy_samples", "toy_trajectory"]
 
 
-def teacher_controls(sweep: dict, ctl: dict, labels: dict, persistence: float | None = None):
-    """The teacher controls of NB2. Left: validation CSI-M against the teacher weight lambda
-    (:func:`~icml26.pdrf.experiments.teacher_sweep`, one seed; lambda on an evenly spaced axis, 0 is
-    RF-x), the chosen weight circled. Right (spec F15): test CSI-M against the frequency bias at 0.55,
-    the sweep's runs joined in order of lambda and labelled, and the rows of
+def teacher_controls(sweep: dict | None, ctl: dict, labels: dict, persistence: float | None = None):
+    """The teacher controls. With a ``sweep`` (:func:`~icml26.pdrf.experiments.teacher_sweep`, one seed), a
+    left panel of validation CSI-M against the teacher weight lambda (evenly spaced axis, 0 is RF-x), the
+    chosen weight circled, and the sweep's runs on the right panel. The right (or only) panel (spec F15):
+    test CSI-M against the frequency bias at 0.55 for the rows of
     :func:`~icml26.pdrf.experiments.teacher_controls` (``labels``: row name -> legend label), one small
     marker per seed and a large one at the mean over seeds."""
-    fig, axes = plt.subplots(1, 2, figsize=(6.9, 2.9))
-    lams = np.asarray(sweep["lambdas"])
-    pos = np.arange(len(lams))
     names = [n for n, *_ in ctl["runs"]]
-    col = method_colors(["sweep"] + [labels[n] for n in names])
-    ax = axes[0]
-    ax.plot(pos, sweep["val_csi_m"], "-o", color=col["sweep"], label=f"sweep, seed {sweep['seed']}")
-    j = int(np.argmin(np.abs(lams - ctl["lam"])))
-    ax.plot([pos[j]], [sweep["val_csi_m"][j]], "o", ms=11, mfc="none", color=col["sweep"], label="chosen")
-    ax.set_xticks(pos, [f"{v:g}" for v in lams])
-    ax.set_xlabel(r"teacher weight $\lambda$ (0: RF-x)")
-    ax.set_ylabel("CSI-M (validation)")
-    ax.legend(loc="lower center", fontsize=8)
-    ax = axes[1]
-    ax.plot(sweep["test_bias"], sweep["test_csi_m"], "-", lw=1, color=col["sweep"], alpha=0.6)
-    ax.plot(sweep["test_bias"], sweep["test_csi_m"], "o", ms=3, color=col["sweep"], label=f"sweep, seed {sweep['seed']}")
-    for lam, x, y in zip(lams, sweep["test_bias"], sweep["test_csi_m"], strict=True):
-        ax.annotate(f"{lam:g}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+    col = method_colors((["sweep"] if sweep is not None else []) + [labels[n] for n in names])
+    if sweep is not None:
+        fig, axes = plt.subplots(1, 2, figsize=(6.9, 2.9))
+        lams = np.asarray(sweep["lambdas"])
+        pos = np.arange(len(lams))
+        ax = axes[0]
+        ax.plot(pos, sweep["val_csi_m"], "-o", color=col["sweep"], label=f"sweep, seed {sweep['seed']}")
+        j = int(np.argmin(np.abs(lams - ctl["lam"])))
+        ax.plot([pos[j]], [sweep["val_csi_m"][j]], "o", ms=11, mfc="none", color=col["sweep"], label="chosen")
+        ax.set_xticks(pos, [f"{v:g}" for v in lams])
+        ax.set_xlabel(r"teacher weight $\lambda$ (0: RF-x)")
+        ax.set_ylabel("CSI-M (validation)")
+        ax.legend(loc="lower center", fontsize=8)
+        ax = axes[1]
+        ax.plot(sweep["test_bias"], sweep["test_csi_m"], "-", lw=1, color=col["sweep"], alpha=0.6)
+        ax.plot(sweep["test_bias"], sweep["test_csi_m"], "o", ms=3, color=col["sweep"],
+                label=f"sweep, seed {sweep['seed']}")
+        for lam, x, y in zip(lams, sweep["test_bias"], sweep["test_csi_m"], strict=True):
+            ax.annotate(f"{lam:g}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+    else:
+        fig, ax = plt.subplots(figsize=(6.4, 3.2))
     for n, marker in zip(names, "sDv^<>", strict=False):
         c = col[labels[n]]
         ax.plot(ctl["test_bias"][n], ctl["test_csi_m"][n], marker, ms=3, alpha=0.5, color=c)

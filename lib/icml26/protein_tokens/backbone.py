@@ -77,10 +77,16 @@ def build_backbone(phi: Tensor, psi: Tensor, omega: Tensor | None = None) -> Ten
         raise ValueError("phi must hold at least one residue")
     if not (torch.isfinite(phi).all() and torch.isfinite(psi).all()):
         raise ValueError("phi and psi must be finite")
+    if omega is not None and omega.shape != phi.shape:
+        raise ValueError(f"omega must have shape {tuple(phi.shape)}, got {tuple(omega.shape)}")
+    return _build_backbone(phi, psi, omega)
+
+
+def _build_backbone(phi: Tensor, psi: Tensor, omega: Tensor | None = None) -> Tensor:
+    """:func:`build_backbone` without its checks (no read of the angles: :func:`make_backbones` draws them
+    finite itself)."""
     if omega is None:
         omega = torch.full_like(phi, math.pi)
-    elif omega.shape != phi.shape:
-        raise ValueError(f"omega must have shape {tuple(phi.shape)}, got {tuple(omega.shape)}")
     bsz, length = phi.shape
     dt = phi.dtype if phi.is_floating_point() else torch.float32
     rad = {k: math.radians(v) for k, v in IDEAL_ANGLES_DEG.items()}
@@ -137,7 +143,7 @@ def _program_angles(name: str, lengths: Tensor, lmax: int, g: torch.Generator) -
     seg_len = torch.stack(seg_len, 1)                                     # (n, S)
     mins = torch.tensor([f if f > 0 else (HELIX_LEN[0] if k == "H" else STRAND_LEN[0]) for k, f in segs])
     too_long = seg_len.sum(1) > lengths
-    seg_len[too_long] = mins
+    seg_len = torch.where(too_long[:, None], mins, seg_len)             # no boolean-mask write (a host read)
     spare = lengths - seg_len.sum(1)
     left = (torch.rand(n, generator=g) * (spare + 1).float()).floor().long().clamp(max=spare)
     seg_len = torch.cat([left[:, None], seg_len, (lmax - lengths + spare - left)[:, None]], 1)  # pads at both ends
@@ -201,14 +207,20 @@ def make_backbones(n: int, length: int | tuple[int, int], seed: int = 0, noise_d
     phi = torch.zeros(n, hi)
     psi = torch.zeros(n, hi)
     ss = torch.zeros(n, hi, dtype=torch.long)
+    # the proteins of each class, in increasing position (as nonzero gives them), without reading a tensor:
+    # a stable sort groups them by label, and class ci has len(range(ci, n, C)) members whatever the shuffle
+    by_class = torch.argsort(label, stable=True)
+    start = 0
     for ci, name in enumerate(classes):  # a loop over the (six) programs, vectorised within each
-        idx = (label == ci).nonzero().flatten()
-        if len(idx):
+        count = len(range(ci, n, len(classes)))
+        if count:
+            idx = by_class[start:start + count]
             p, s, q = _program_angles(name, lengths[idx], hi, g)
             phi[idx], psi[idx], ss[idx] = p, s, q
+        start += count
     phi = phi + noise_deg * torch.randn(n, hi, generator=g)
     psi = psi + noise_deg * torch.randn(n, hi, generator=g)
-    bb = build_backbone(torch.deg2rad(phi), torch.deg2rad(psi))
+    bb = _build_backbone(torch.deg2rad(phi), torch.deg2rad(psi))       # drawn finite: no value check
     mask = torch.arange(hi)[None] < lengths[:, None]
     ca = bb[:, :, 1] * mask[..., None]
     out = {"CA": ca, "mask": mask, "length": lengths, "label": label, "ss": ss * mask,

@@ -15,8 +15,9 @@ from torch import Tensor
 from ..core.checks import check_device  # noqa: F401
 
 
-def check_coords(x, name: str = "x", max_len: int | None = None) -> Tensor:
-    """Validate coordinates of shape (B, L, 3) or (L, 3); returns a (B, L, 3) float tensor."""
+def check_coords(x, name: str = "x", max_len: int | None = None, finite: bool = True) -> Tensor:
+    """Validate coordinates of shape (B, L, 3) or (L, 3); returns a (B, L, 3) float tensor. ``finite=False``
+    skips the value check (a read of the tensor, a host sync on a GPU) for a batch from a trusted sampler."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape (B, L, 3), got {type(x).__name__}")
     if x.ndim == 2:
@@ -31,7 +32,7 @@ def check_coords(x, name: str = "x", max_len: int | None = None) -> Tensor:
         raise ValueError(f"{name} must have at least 3 residues, got L={x.shape[1]}")
     if max_len is not None and x.shape[1] > max_len:
         raise ValueError(f"{name} has L={x.shape[1]} residues, more than max_len={max_len}")
-    if not torch.isfinite(x).all():
+    if finite and not torch.isfinite(x).all():
         raise ValueError(f"{name} must be finite (no NaN or inf)")
     return x
 
@@ -67,9 +68,16 @@ def check_prefix_mask(mask, x: Tensor, name: str = "mask") -> Tensor:
 def center_and_scale(x: Tensor, mask: Tensor | None = None, scale: float = 10.0) -> Tensor:
     """Centre each protein on its (masked) centroid and divide by ``scale`` (angstrom -> nm by default)."""
     x = check_coords(x)
-    m = check_mask(mask, x).to(x.dtype)[..., None]
+    m = check_mask(mask, x)
     if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a positive number, got {scale!r}")
+    return _center_and_scale(x, m, scale)
+
+
+def _center_and_scale(x: Tensor, mask: Tensor, scale: float) -> Tensor:
+    """:func:`center_and_scale` without its checks (a boolean ``mask`` of (B, L) given): the training loop's
+    batches come from :func:`~icml26.protein_tokens.backbone.make_backbones`, finite and unpadded."""
+    m = mask.to(x.dtype)[..., None]
     cen = (x * m).sum(1, keepdim=True) / m.sum(1, keepdim=True)
     return (x - cen) * m / scale
 

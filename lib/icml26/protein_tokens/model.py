@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .fsq import FSQ
-from .geometry import canonicalize, center_and_scale, check_coords, random_rotation
+from .geometry import _center_and_scale, canonicalize, check_coords, random_rotation
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,12 @@ def nested_keep_mask(lengths: Tensor, n_tokens: int, n_size: int = 1, p_uncond: 
     lengths = torch.as_tensor(lengths)
     if lengths.ndim != 1 or lengths.numel() == 0 or (lengths < 2).any():
         raise ValueError("lengths must be a non-empty 1-D tensor of lengths >= 2")
+    return _nested_keep_mask(lengths, n_tokens, n_size, p_uncond, generator, lmax)
+
+
+def _nested_keep_mask(lengths: Tensor, n_tokens: int, n_size: int, p_uncond: float,
+                      generator: torch.Generator | None, lmax: int | None) -> Tensor:
+    """:func:`nested_keep_mask` without its checks (:meth:`DiffusionTokenizer.loss` passes lengths it made)."""
     m = lengths.clamp(max=n_tokens)
     lo = torch.full_like(m, n_size)
     hi = torch.maximum(m, lo + 1)                                   # exclusive
@@ -198,9 +204,10 @@ class DiffusionTokenizer(nn.Module):
         i = torch.arange(length, device=device)
         return (i[:, None] - i[None]).abs() <= self.cfg.window
 
-    def encoder_features(self, x_nm: Tensor) -> Tensor:
-        """Continuous encoder outputs (B, L, d_enc) before the FSQ bottleneck."""
-        x_nm = check_coords(x_nm, "x_nm", self.cfg.max_len)
+    def encoder_features(self, x_nm: Tensor, check: bool = True) -> Tensor:
+        """Continuous encoder outputs (B, L, d_enc) before the FSQ bottleneck. ``check=False`` skips the
+        finiteness check of ``x_nm`` (a host sync on a GPU; shapes are still checked)."""
+        x_nm = check_coords(x_nm, "x_nm", self.cfg.max_len, finite=check)
         length = x_nm.shape[1]
         s = self.embed_in(x_nm) + self.enc_pos[:length]
         mask = self._enc_mask(length, x_nm.device)
@@ -208,17 +215,17 @@ class DiffusionTokenizer(nn.Module):
             s = blk(s, mask)
         return s
 
-    def encode_codes(self, x_nm: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def encode_codes(self, x_nm: Tensor, check: bool = True) -> tuple[Tensor, Tensor, Tensor]:
         """Decoder conditioning (B, m, d_dec), token indices (B, m), raw FSQ codes (B, m, n_levels) for the
         m = n_tokens_for(L) token positions of centred nm coordinates (B, L, 3)."""
-        s = self.encoder_features(x_nm)
+        s = self.encoder_features(x_nm, check)
         m = self.n_tokens_for(x_nm.shape[1])
         proj, idx, codes = self.fsq(s[:, :m])
         return self.to_dec(proj), idx, codes
 
-    def encode(self, x_nm: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def encode(self, x_nm: Tensor, mask: Tensor | None = None, check: bool = True) -> tuple[Tensor, Tensor]:
         """Conditioning (B, m, d_dec) and token indices (B, m); ``mask`` must be None or all True (the book
-        batches equal-length proteins)."""
+        batches equal-length proteins). ``check=False``: see :meth:`encoder_features`."""
         if mask is not None:
             if not isinstance(mask, Tensor) or tuple(mask.shape) != tuple(x_nm.shape[:2]):
                 raise ValueError(f"mask must be a (B, L) tensor matching x_nm, got "
@@ -226,7 +233,7 @@ class DiffusionTokenizer(nn.Module):
             if not mask.bool().all():
                 raise ValueError("mask: the tokenizer takes equal-length batches; pass unpadded proteins "
                                  "(see backbone.length_groups)")
-        c, idx, _ = self.encode_codes(x_nm)
+        c, idx, _ = self.encode_codes(x_nm, check)
         return c, idx
 
     def cond_from_indices(self, idx: Tensor) -> Tensor:
@@ -260,16 +267,18 @@ class DiffusionTokenizer(nn.Module):
         return self.size_head(cond_padded[:, : self.cfg.n_size].flatten(1))
 
     def loss(self, x_nm: Tensor, mask: Tensor | None = None, generator: torch.Generator | None = None,
-             keep: Tensor | None = None) -> dict[str, Tensor]:
-        """Flow-matching loss (Sec. 3.4) with nested/CFG dropout, plus lambda_size x the size loss."""
-        c, _ = self.encode(x_nm, mask)
+             keep: Tensor | None = None, check: bool = True) -> dict[str, Tensor]:
+        """Flow-matching loss (Sec. 3.4) with nested/CFG dropout, plus lambda_size x the size loss.
+        ``check=False`` trusts the values of ``x_nm`` (:meth:`encoder_features`), as the training loop does
+        after its first batch."""
+        c, _ = self.encode(x_nm, mask, check)
         b, length, _ = x_nm.shape
         dev = x_nm.device
         if keep is None:
-            lengths = torch.full((b,), length, device=dev)
+            lengths = torch.full((b,), length, device=dev)          # length >= 3 (check_coords): no value check
             if self.cfg.nested:
-                keep = nested_keep_mask(lengths, self.cfg.n_tokens, self.cfg.n_size, self.cfg.p_uncond,
-                                        generator, lmax=c.shape[1])
+                keep = _nested_keep_mask(lengths, self.cfg.n_tokens, self.cfg.n_size, self.cfg.p_uncond,
+                                         generator, lmax=c.shape[1])
             else:
                 u = torch.rand(b, generator=generator, device=dev) > self.cfg.p_uncond
                 keep = u.float()[:, None].expand(b, c.shape[1])
@@ -379,7 +388,13 @@ def train_tokenizer(cfg: TokenizerConfig, lengths: tuple[int, int], steps: int, 
                     log_every: int = 50, progress: bool = True) -> tuple[DiffusionTokenizer, dict]:
     """Train a tokenizer on fresh synthetic backbones (every step a new batch of one random length in
     ``lengths``, each protein under an independent uniform rotation, Sec. 3.1). AdamW, linear warm-up
-    then cosine decay to 10%, gradient clipping 1.0. Returns the model (eval mode) and a log."""
+    then cosine decay to 10%, gradient clipping 1.0. Returns the model (eval mode) and a log.
+
+    No device sync per step (issue 43): the losses stay on the device and are read once per log
+    interval (summed in the same order as per-step reads, so the log is unchanged); the batch's values
+    are checked at step 0 only (later batches come from the same sampler). The batch itself is drawn on
+    the host from the seeded CPU generator (its length and seed read once per step, a host read, no
+    device sync) and copied to the device without blocking (pinned memory) on CUDA."""
     from tqdm.auto import tqdm
 
     from .backbone import make_backbones
@@ -399,35 +414,42 @@ def train_tokenizer(cfg: TokenizerConfig, lengths: tuple[int, int], steps: int, 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
     g = torch.Generator().manual_seed(seed + 1)
     log = {"step": [], "flow": [], "size": [], "perplexity": []}
-    acc = {"flow": 0.0, "size": 0.0, "n": 0}
+    acc: list[Tensor] = []                           # (flow, size) per step since the last log, on the device
+    pin = torch.device(device).type == "cuda"
     model.train()
     bar = tqdm(range(steps), leave=False, disable=not progress, desc="tokenizer", mininterval=30)
     for i in bar:
-        length = int(torch.randint(lengths[0], lengths[1] + 1, (1,), generator=g))
-        data = make_backbones(batch, length, seed=int(torch.randint(0, 2**31 - 1, (1,), generator=g)),
-                              noise_deg=noise_deg)
+        # the batch's length and backbone seed: two draws of the host generator, read in one host read
+        length, seed_i = torch.cat([torch.randint(lengths[0], lengths[1] + 1, (1,), generator=g),
+                                    torch.randint(0, 2**31 - 1, (1,), generator=g)]).tolist()
+        data = make_backbones(batch, length, seed=seed_i, noise_deg=noise_deg)
         rot = random_rotation(batch, g)
-        x = center_and_scale(data["CA"] @ rot).to(device)
-        out = model.loss(x, generator=g if device == "cpu" else None)
+        ca = data["CA"] @ rot
+        x = _center_and_scale(ca, torch.ones(ca.shape[:2], dtype=torch.bool), 10.0)   # unpadded, drawn finite
+        x = x.pin_memory().to(device, non_blocking=True) if pin else x.to(device)
+        out = model.loss(x, generator=g if device == "cpu" else None, check=i == 0)
         opt.zero_grad(set_to_none=True)
         out["total"].backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
-        acc["flow"] += float(out["flow"].detach())
-        acc["size"] += float(out["size"].detach())
-        acc["n"] += 1
+        acc.append(torch.stack([out["flow"].detach(), out["size"].detach()]))
         if (i + 1) % log_every == 0 or i == steps - 1:
             with torch.no_grad():
                 _, idx = model.encode(x)
             from .fsq import code_usage
             use = code_usage(idx[:, : min(4, idx.shape[1])], model.fsq.codebook_size)
+            flows, sizes = torch.stack(acc).T.tolist()          # one read per log interval
+            mean_flow, mean_size = 0.0, 0.0
+            for f, z in zip(flows, sizes):                     # summed step by step, as the per-step reads were
+                mean_flow += f
+                mean_size += z
             log["step"].append(i + 1)
-            log["flow"].append(acc["flow"] / acc["n"])
-            log["size"].append(acc["size"] / acc["n"])
+            log["flow"].append(mean_flow / len(acc))
+            log["size"].append(mean_size / len(acc))
             log["perplexity"].append(use["perplexity"])
             bar.set_postfix(flow=f"{log['flow'][-1]:.3f}", ppl=f"{use['perplexity']:.1f}", refresh=False)
-            acc = {"flow": 0.0, "size": 0.0, "n": 0}
+            acc = []
     model.eval()
     return model, log
 

@@ -48,8 +48,9 @@ def notebooks(scale: str) -> dict:
     seeds = n_of(pick(cfg, "seeds"), 1)
     tb = pick(cfg, "test_batches", 1)
     saw = ["sfconvcnp-linear", "sfvconvcnp", "sfconvcnp"]
-    gp = ["cnp", "convcnp", "sfconvcnp"] + (["te-attention"] if pick(cfg, "train_attention", False) else [])
-    per = ["convcnp", "sfconvcnp", "sfconvcnp-matched"]      # the matched model: periodic only (capacity control)
+    gp = ["cnp", "convcnp", "sfconvcnp", "sfconvcnp-matched"] + (["te-attention"] if pick(cfg, "train_attention", False)
+                                                                  else [])
+    per = ["convcnp", "sfconvcnp", "sfconvcnp-matched"]      # the matched model: the capacity control of both studies
     nb1 = [Item("operator toy SFConv step", pick(cfg, "toy_steps", 0), _toy(cfg, 0)),
            Item("operator toy SFVConv step", pick(cfg, "toy_steps", 0), _toy(cfg, 1))]
     nb1 += [Item(f"sawtooth {n} train step", seeds * pick(cfg, "steps_saw", 0), _train(cfg, n, sample_sawtooth_tasks),

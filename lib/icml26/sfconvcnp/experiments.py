@@ -409,10 +409,11 @@ def _protocol_study(cfg, names, kernel: str, evals: dict, steps: int, device, pr
 
 
 def run_gp_study(cfg, device="cpu", progress: bool = True) -> dict:
-    """GP-RBF: CNP, ConvCNP, SFConvCNP (and the TE-attention NP if the preset trains it), each with
+    """GP-RBF: CNP, ConvCNP, SFConvCNP, the parameter-matched SFConvCNP (``cfg.sf_matched``: the capacity
+    control, as in :func:`run_periodic_study`) and the TE-attention NP if the preset trains it, each with
     its learning rate tuned on validation tasks (:func:`tune_models`), for every seed, evaluated at
     every shift with the GP oracle and the prior predictive on the same test tasks."""
-    names = ["cnp", "convcnp", "sfconvcnp"] + (["te-attention"] if cfg.train_attention else [])
+    names = ["cnp", "convcnp", "sfconvcnp", "sfconvcnp-matched"] + (["te-attention"] if cfg.train_attention else [])
     test = _sampler(cfg, sample_gp_tasks, test=True, kernel="rbf")
     evals = {f"shift {s:g}": (test, s, s == 0) for s in cfg.shifts}
     out = _protocol_study(cfg, names, "rbf", evals, cfg.steps_rbf, device, progress)

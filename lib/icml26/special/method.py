@@ -142,6 +142,10 @@ def local_train_batched(params: torch.Tensor, X: torch.Tensor, y: torch.Tensor, 
     may be tensors (N,), one value per client row. ``generator`` may
     also be a list of N generators, one per client row (several independent runs stacked as rows,
     each drawing from its own stream).
+
+    No host sync per step (issue 43): the batch order is drawn on the host (:func:`_batch_schedule`, one
+    host read of the N shard sizes) and copied to the device once; the SGD steps (:func:`_sgd_on_schedule`)
+    read nothing back. ``valid`` on a device is copied to the host first (a sync): pass it on the host.
     """
     _check_train_args(epochs, lr, batch_size, hidden, prox_mu)
     if params.ndim != 2 or X.ndim != 3 or y.shape != X.shape[:2] or valid.shape != X.shape[:2]:
@@ -152,47 +156,97 @@ def local_train_batched(params: torch.Tensor, X: torch.Tensor, y: torch.Tensor, 
     prox_any = bool(torch.as_tensor(prox_mu).gt(0).any())
     if prox_any and prox_center is None:
         raise ValueError("prox_center must be given when prox_mu > 0")
-    N, n_max, d = X.shape
+    N = X.shape[0]
     dev = params.device
-    n_classes = (params.shape[1] - hidden - d * hidden) // (hidden + 1)
-    # ---- mini-batch order: (N, E, S*B) sample positions, -1 = no sample ---------------------
-    valid_cpu = valid.detach().to("cpu", torch.bool)
-    sizes = valid_cpu.sum(1)  # (N,)
-    steps = int(math.ceil(int(sizes.max()) / batch_size))
     gens = generator if isinstance(generator, (list, tuple)) else [generator] * N
     if len(gens) != N:
         raise ValueError(f"generator must be one torch.Generator or a list of N={N}, got a list of {len(gens)}")
-    order = torch.full((N, epochs, steps * batch_size), -1, dtype=torch.long)
-    for i in range(N):
-        pos = valid_cpu[i].nonzero().squeeze(1)  # positions of client i's real samples
-        for e in range(epochs):
-            order[i, e, : len(pos)] = pos[torch.randperm(len(pos), generator=gens[i])]
-    has = (order[:, :, ::batch_size] >= 0)  # (N, E, S): client i still has samples at step s (CPU)
-    order = order.to(dev)
-    all_rows = torch.arange(N, device=dev)
-    w = params.clone()
+    valid_cpu = valid.detach()
+    if valid_cpu.device.type != "cpu":   # a copy to the host (a sync on a GPU); run_fdil_many passes it on the host
+        valid_cpu = valid_cpu.to("cpu")
+    order, rows_flat, row_sets = _batch_schedule(valid_cpu.bool(), epochs, batch_size, gens)
+    order, rows = _schedule_to(order, rows_flat, row_sets, dev)
+    if isinstance(lr, torch.Tensor) or isinstance(prox_mu, torch.Tensor):  # one value per client row
+        lr = torch.as_tensor(lr, dtype=params.dtype).to(dev).expand(N)[:, None]  # (N, 1)
+        prox_mu = torch.as_tensor(prox_mu, dtype=params.dtype).to(dev).expand(N)[:, None]
     center = None
     if prox_any:
         center = prox_center.expand(N, -1) if prox_center.ndim == 1 else prox_center  # (N, P)
-    per_row = isinstance(lr, torch.Tensor) or isinstance(prox_mu, torch.Tensor)  # one value per client row
-    if per_row:
-        lr = torch.as_tensor(lr, dtype=params.dtype).to(dev).expand(N)[:, None]  # (N, 1)
-        prox_mu = torch.as_tensor(prox_mu, dtype=params.dtype).to(dev).expand(N)[:, None]
-    for e in range(epochs):
-        for s in range(steps):
-            act = has[:, e, s]
+    return _sgd_on_schedule(params, X, y, order, rows, lr, prox_mu, center, batch_size, hidden)
+
+
+def _batch_schedule(valid: torch.Tensor, epochs: int, batch_size: int, gens) -> tuple[torch.Tensor, torch.Tensor, list]:
+    """The host side of :func:`local_train_batched`: every client's shuffled mini-batches, from its generator.
+
+    ``valid`` (N, n_max) bool on the host. Returns ``order`` (N, E, S*B) sample positions (-1: no sample),
+    the active client rows of every step s as ``row_sets[s]`` (None: all rows; else ``(offset, count)`` into
+    ``rows_flat``, a host long tensor). Client i is active at step s iff s*B < n_i (every epoch alike). One
+    host read of the N sizes; the rest is host-side index work (no device sync on a GPU)."""
+    N = valid.shape[0]
+    sizes = valid.sum(1).tolist()  # (N,) the one host read of a call
+    steps = int(math.ceil(max(sizes, default=0) / batch_size))
+    pos_all = torch.argsort((~valid).to(torch.uint8), dim=1, stable=True)  # real samples first, in order
+    order = torch.full((N, epochs, steps * batch_size), -1, dtype=torch.long)
+    for i, n_i in enumerate(sizes):
+        pos = pos_all[i, :n_i]  # positions of client i's real samples
+        for e in range(epochs):
+            order[i, e, :n_i] = pos[torch.randperm(n_i, generator=gens[i])]
+    flat, row_sets, seen = [], [], {}
+    for s in range(steps):
+        act = tuple(i for i, n_i in enumerate(sizes) if s * batch_size < n_i)
+        if len(act) == N:
+            row_sets.append(None)
+            continue
+        if act not in seen:
+            seen[act] = (len(flat), len(act))
+            flat.extend(act)
+        row_sets.append(seen[act])
+    return order, torch.tensor(flat, dtype=torch.long), row_sets
+
+
+def _to_device(x: torch.Tensor, dev: torch.device) -> torch.Tensor:
+    """A host tensor on ``dev``: on CUDA through pinned memory without blocking (no host sync)."""
+    if dev.type == "cuda":
+        return x.pin_memory().to(dev, non_blocking=True)
+    return x.to(dev)
+
+
+def _schedule_to(order: torch.Tensor, rows_flat: torch.Tensor, row_sets: list, dev: torch.device,
+                 extra: torch.Tensor | None = None):
+    """``order`` and the row sets of :func:`_batch_schedule` (and ``extra``, a host long tensor) on ``dev`` in one
+    copy; returns (order, rows per step[, extra]) with ``rows[s]`` a (n_act,) long tensor of client rows."""
+    head = [] if extra is None else [extra.flatten()]
+    blob = _to_device(torch.cat([*head, order.flatten(), rows_flat]), dev)
+    k = 0 if extra is None else extra.numel()
+    order_d = blob[k:k + order.numel()].view(order.shape)
+    flat = blob[k + order.numel():]
+    all_rows = torch.arange(order.shape[0], device=dev)
+    rows = [all_rows if rs is None else flat[rs[0]:rs[0] + rs[1]] for rs in row_sets]
+    return (order_d, rows) if extra is None else (order_d, rows, blob[:k].view(extra.shape))
+
+
+def _sgd_on_schedule(params: torch.Tensor, X: torch.Tensor, y: torch.Tensor, order: torch.Tensor, rows: list,
+                     lr, prox_mu, center: torch.Tensor | None, batch_size: int, hidden: int) -> torch.Tensor:
+    """The device side of :func:`local_train_batched`, eq. (S4): E epochs over the schedule ``order`` (N, E, S*B)
+    with the active rows ``rows[s]``; ``lr`` and ``prox_mu`` floats or (N, 1) device tensors, ``center``
+    (N, P) or None (no proximal term). No host read."""
+    d = X.shape[2]
+    n_classes = (params.shape[1] - hidden - d * hidden) // (hidden + 1)
+    per_row = isinstance(lr, torch.Tensor)
+    w = params.clone()
+    for e in range(order.shape[1]):
+        for s, r in enumerate(rows):
             # only the clients with samples left take a step (the others wait): compute on those rows
-            rows = all_rows if bool(act.all()) else act.nonzero().squeeze(1).to(dev)
-            idx = order[rows, e, s * batch_size:(s + 1) * batch_size]  # (n_act, B)
+            idx = order[r, e, s * batch_size:(s + 1) * batch_size]  # (n_act, B)
             mb = idx >= 0
             idx = idx.clamp_min(0)
-            Xb, yb = X[rows[:, None], idx], y[rows[:, None], idx]  # (n_act, B, d), (n_act, B)
-            wa = w[rows]
+            Xb, yb = X[r[:, None], idx], y[r[:, None], idx]  # (n_act, B, d), (n_act, B)
+            wa = w[r]
             grad = _batched_grad(wa, Xb, yb, mb.to(w.dtype), hidden, n_classes)  # (n_act, P)
-            lr_a, mu_a = (lr[rows], prox_mu[rows]) if per_row else (lr, prox_mu)
-            if prox_any:
-                grad = grad + mu_a * (wa - center[rows])  # eq. (S4), proximal client term
-            w = w.index_copy(0, rows, wa - lr_a * grad)
+            lr_a, mu_a = (lr[r], prox_mu[r]) if per_row else (lr, prox_mu)
+            if center is not None:
+                grad = grad + mu_a * (wa - center[r])  # eq. (S4), proximal client term
+            w = w.index_copy(0, r, wa - lr_a * grad)
     return w
 
 
@@ -345,7 +399,8 @@ class FDILResult:
 
 def _pad_clients(shards_X: list[list[np.ndarray]], shards_y: list[list[np.ndarray]], dev: torch.device,
                  dtype: torch.dtype = torch.float32):
-    """Stack ragged client shards of S runs: X (S, M, n_max, d), y and valid (S, M, n_max), sizes (S, M)."""
+    """Stack ragged client shards of S runs: X (S, M, n_max, d), y and valid (S, M, n_max), sizes (S, M) on
+    ``dev``, and valid on the host (the batch schedule is drawn there)."""
     S, M, d = len(shards_X), len(shards_X[0]), shards_X[0][0].shape[1]
     n_max = max(len(yi) for run in shards_y for yi in run)
     X = np.zeros((S, M, n_max, d), np.float32)
@@ -355,7 +410,7 @@ def _pad_clients(shards_X: list[list[np.ndarray]], shards_y: list[list[np.ndarra
         for i, (Xi, yi) in enumerate(zip(run_X, run_y)):
             X[s, i, : len(yi)], y[s, i, : len(yi)], valid[s, i, : len(yi)] = Xi, yi, True
     return (torch.from_numpy(X).to(dev, dtype), torch.from_numpy(y).to(dev), torch.from_numpy(valid).to(dev),
-            torch.from_numpy(valid.sum(2)).to(dev))
+            torch.from_numpy(valid.sum(2)).to(dev), torch.from_numpy(valid))
 
 
 def run_fdil(domains: list[DomainData], cfg: FDILConfig, log_every: int = 1,
@@ -436,40 +491,47 @@ def _run_fdil_many(domains, cfgs: list[FDILConfig], dev: torch.device, log_every
     test_X = [torch.from_numpy(dom.X_test).to(dev, dtype) for dom in domains]
     test_y = [torch.from_numpy(dom.y_test).to(dev) for dom in domains]
 
-    def evaluate(params):  # accuracy of S models on all K test sets -> (S, K)
+    def evaluate(params):  # accuracy of S models on all K test sets -> (S, K), on the device
         return torch.stack([(mlp_forward(params, Xt, cfg.hidden).argmax(-1) == yt).to(dtype).mean(-1)
-                            for Xt, yt in zip(test_X, test_y)], dim=1).cpu().numpy()
+                            for Xt, yt in zip(test_X, test_y)], dim=1)
 
     mus = [c.mu if c.method in ("fedprox", "special_c") else 0.0 for c in cfgs]
     lrs = [c.lr for c in cfgs]
     if len(set(mus)) == 1 and len(set(lrs)) == 1:  # one value for every client row
         row_lr, row_mu = lrs[0], mus[0]
-    else:  # one value per client row: run r's N rows share run r's lr and mu
-        row_lr = torch.tensor(lrs, dtype=torch.float64).repeat_interleave(N)
-        row_mu = torch.tensor(mus, dtype=torch.float64).repeat_interleave(N)
+    else:  # one value per client row (N, 1), on the device: run r's N rows share run r's lr and mu
+        row_lr = torch.tensor([v for v in lrs for _ in range(N)], dtype=torch.float64).to(dev, dtype)[:, None]
+        row_mu = torch.tensor([v for v in mus for _ in range(N)], dtype=torch.float64).to(dev, dtype)[:, None]
+    prox_any = any(v > 0 for v in mus)  # lr > 0 and mu >= 0, finite: checked by FDILConfig
     groups: dict[tuple, list[int]] = {}  # runs that share one server rule
     for r, c in enumerate(cfgs):
         key = ("special", c.lam, c.anchor, c.weighted) if c.method == "special" else \
               ("avg", c.server_lr if c.method == "fedavg" else 1.0, c.weighted)
         groups.setdefault(key, []).append(r)
     groups = {key: torch.tensor(idx, device=dev) for key, idx in groups.items()}
-    round_acc = np.full((S, K * T, K), np.nan)
-    drift = np.zeros((S, K * T))
-    task_params = [w.cpu().numpy().copy()]
+    # logs stay on the device, read once after the loop (no host sync per round)
+    round_acc = torch.full((S, K * T, K), float("nan"), dtype=dtype, device=dev)
+    drift = torch.zeros((S, K * T), dtype=dtype, device=dev)
+    task_params = [w.clone()]
     runs = torch.arange(S, device=dev)[:, None]  # (S, 1)
+    runs_h = torch.arange(S)[:, None]  # (S, 1) on the host
     row_gens = [g for g in gens for _ in range(N)]  # run s's N client rows draw from run s's generator
     bar = tqdm(total=K * T, leave=False, disable=not progress, desc="rounds")
     for k in range(K):
         shards = [client_shards(domains, parts[s], k, cfgs[s]) for s in range(S)]
-        Xc, yc, vc, nc = _pad_clients([sh[0] for sh in shards], [sh[1] for sh in shards], dev, dtype)
+        Xc, yc, _, nc, vc_h = _pad_clients([sh[0] for sh in shards], [sh[1] for sh in shards], dev, dtype)
+        n_max = Xc.shape[2]
         for t in range(T):
-            sel = torch.stack([torch.randperm(M, generator=g)[:N] for g in gens]).to(dev)  # (S, N) w/o repl.
-            n_max = Xc.shape[2]
-            W = local_train_batched(w[:, None].expand(S, N, -1).reshape(S * N, -1),
-                                    Xc[runs, sel].reshape(S * N, n_max, d), yc[runs, sel].reshape(S * N, n_max),
-                                    vc[runs, sel].reshape(S * N, n_max), cfg.local_epochs, row_lr,
-                                    cfg.batch_size, cfg.hidden, prox_mu=row_mu,
-                                    prox_center=w.repeat_interleave(N, dim=0), generator=row_gens)
+            # host side: client sampling and batch order from the runs' generators (one host read of the
+            # sampled clients' sizes), then one copy to the device (non-blocking on CUDA)
+            sel_h = torch.stack([torch.randperm(M, generator=g)[:N] for g in gens])  # (S, N) w/o repl.
+            order, rows_flat, row_sets = _batch_schedule(vc_h[runs_h, sel_h].reshape(S * N, n_max),
+                                                         cfg.local_epochs, cfg.batch_size, row_gens)
+            order, rows, sel = _schedule_to(order, rows_flat, row_sets, dev, extra=sel_h)
+            w_rows = w[:, None].expand(S, N, -1).reshape(S * N, -1)  # run s's global model on its N rows
+            W = _sgd_on_schedule(w_rows, Xc[runs, sel].reshape(S * N, n_max, d), yc[runs, sel].reshape(S * N, n_max),
+                                 order, rows, row_lr, row_mu, w_rows if prox_any else None, cfg.batch_size,
+                                 cfg.hidden)  # local_train_batched, eq. (S4)
             W = W.reshape(S, N, -1)  # (S, N, P)
             w_new = torch.empty_like(w)
             for key, idx in groups.items():  # each group of runs with its own server rule
@@ -480,15 +542,17 @@ def _run_fdil_many(domains, cfgs: list[FDILConfig], dev: torch.device, log_every
                 else:
                     w_new[idx] = fedavg_server_step(w[idx], W[idx], key[1], p)
             r = k * T + t
-            drift[:, r] = torch.linalg.vector_norm(w_new - w, dim=-1).cpu().numpy()
+            drift[:, r] = torch.linalg.vector_norm(w_new - w, dim=-1)
             w = w_new
             if (t + 1) % log_every == 0 or t == T - 1:
                 round_acc[:, r] = evaluate(w)
             bar.update(1)
         w_task = w.clone()
-        task_params.append(w.cpu().numpy().copy())
+        task_params.append(w.clone())
     bar.close()
-    task_params = np.stack(task_params, axis=1)  # (S, K+1, P)
+    task_params = torch.stack(task_params, dim=1).cpu().numpy()  # (S, K+1, P): the logs read once
+    round_acc = round_acc.cpu().numpy().astype(np.float64)
+    drift = drift.cpu().numpy().astype(np.float64)
     A = round_acc[:, T - 1::T]  # (S, K, K): row k after the last round of task k
     return [FDILResult(A[s].copy(), round_acc[s], drift[s], w[s].clone(), cfgs[s], task_params[s])
             for s in range(S)]

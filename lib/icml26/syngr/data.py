@@ -270,6 +270,45 @@ def motif_partner(cat: Catalogue, shift: int = 1) -> np.ndarray:
     return partner
 
 
+def redraw_motifs(cat: Catalogue, split: Split, seed: int = 0) -> np.ndarray:
+    """[M, max_hist]: for every history slot of ``split``, the item whose image the slot shows in the
+    **no-style world**, the slot's own item with its motif re-drawn uniformly from the C motifs,
+    independently per row and slot (-1 on the empty slots).
+
+    The shown motif is then independent of everything else, so the style a history shows (tone + shown
+    motif mod C) carries nothing about the user's style, while category, series, tone and background of
+    every history item stay as they were: a generator trained on these histories sees all the world
+    offers except the style (the trained no-style control of notebook 4). Needs a catalogue that holds
+    every attribute combination (as :func:`motif_partner`)."""
+    if not isinstance(cat, Catalogue):
+        raise TypeError(f"cat must be a Catalogue, got {type(cat).__name__}")
+    if not isinstance(split, Split):
+        raise TypeError(f"split must be a Split, got {type(split).__name__}")
+    pos_int(seed, "seed", 0)
+    C = cat.cfg.n_styles
+    partners = np.stack([np.arange(cat.n_items)] + [motif_partner(cat, k) for k in range(1, C)])   # [C, N]
+    shift = np.random.default_rng(seed + 104_729).integers(0, C, split.hist.shape)
+    shown = partners[shift, np.maximum(split.hist, 0)]
+    return np.where(split.hist >= 0, shown, -1)
+
+
+def shown_style_match(cat: Catalogue, inter: Interactions, split: Split, image_hist=None) -> float:
+    """Share of the filled history slots of ``split`` whose *shown* style (the slot item's tone plus the
+    motif of the item whose image it shows, ``image_hist`` as for
+    :func:`icml26.syngr.sequences.build_inputs`; default the item's own) is the user's style. With the
+    true images it is well above 1/C (users pick items of their style); with re-drawn motifs
+    (:func:`redraw_motifs`) it is 1/C up to sampling noise."""
+    h = split.hist
+    img = h if image_hist is None else np.asarray(image_hist)
+    if img.shape != h.shape or not np.array_equal(img < 0, h < 0):
+        raise ValueError(f"image_hist must have the shape of the histories {h.shape} and -1 on their empty slots")
+    ok = h >= 0
+    if not ok.any():
+        raise ValueError("split has no filled history slot")
+    shown = (cat.attrs["tone"][np.maximum(h, 0)] + cat.attrs["motif"][np.maximum(img, 0)]) % cat.cfg.n_styles
+    return float((shown == inter.pref_style[split.user][:, None])[ok].mean())
+
+
 def slice_masks(cat: Catalogue, inter: Interactions, split: Split) -> dict[str, np.ndarray]:
     """``series_continuation``: the target shares the previous item's series; ``other_series``: it does not.
     (In the product catalogue the style pays off within the series: on ``other_series`` every ranking,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -11,6 +11,7 @@ import torch
 
 from icml26.core import bootstrap_mean
 
+from . import _checks as C
 from . import data as D
 from . import pid as P
 from . import tokenizer as T
@@ -44,6 +45,7 @@ class World:
     text_codes: np.ndarray
     image_codes: np.ndarray
     shifted: dict | None = None   # motif-shifted validation / test batches (None if the catalogue lacks partners)
+    image_hist: dict | None = None  # split -> [M, max_hist] items whose images the histories show (None: their own)
 
 
 def catalogue_config(cfg: SynGRPreset) -> D.CatalogueConfig:
@@ -196,9 +198,10 @@ def rank_metrics(ranks, slices: dict) -> dict:
             "ndcg@10": ndcg_at_k(ranks, 10), **{f"recall@10 {s}": recall_at_k(ranks[m], 10) for s, m in slices.items()}}
 
 
-def run_method(world: World, cfg: SynGRPreset, name: str, seed: int = 0, device: str = "cpu",
-               epochs: int | None = None) -> dict:
-    """Train one method, then evaluate it on the test split (overall, per slice, pair-shuffle)."""
+def train_method(world: World, cfg: SynGRPreset, name: str, seed: int = 0, device: str = "cpu",
+                 epochs: int | None = None) -> tuple[GRSeq2Seq, object]:
+    """Train one method on the world's training split (best validation epoch kept): ``(model, log)``.
+    Touches no test data."""
     if name not in METHOD_SPECS:
         raise ValueError(f"name must be one of {sorted(METHOD_SPECS)}, got {name!r}")
     mode, method, over = METHOD_SPECS[name]
@@ -207,6 +210,14 @@ def run_method(world: World, cfg: SynGRPreset, name: str, seed: int = 0, device:
     model = make_model(cfg, world.layout, mode, seed)
     log = train_generator(model, world.batches["train"], world.batches["val"], world.trie,
                           train_config(cfg, seed, epochs, device), method, syn, desc=name)
+    return model, log
+
+
+def run_method(world: World, cfg: SynGRPreset, name: str, seed: int = 0, device: str = "cpu",
+               epochs: int | None = None) -> dict:
+    """Train one method (:func:`train_method`), then evaluate it on the test split (overall, per slice,
+    the synergy diagnostics of :func:`~icml26.syngr.train.synergy_reliance`)."""
+    model, log = train_method(world, cfg, name, seed, device, epochs)
     test = world.batches["test"]
     ev = evaluate(model, test, world.trie, cfg.beam)
     rel = synergy_reliance(model, test, world.trie, cfg.beam, 10, seed, p_full=ev["recall@10"],
@@ -286,26 +297,32 @@ def timed(fn, *args, **kw):
 
 # -- the comparison protocol (core.compare) ------------------------------------------------------
 def generator_protocol(world: World, cfg: SynGRPreset, methods=("GR-text", "GR-image", "GR-fused"),
-                       seeds=None, device: str = "cpu") -> dict:
+                       seeds=None, device: str = "cpu", tune_seed: int | None = None) -> dict:
     """Every method of ``methods`` tuned on the **validation** split over the preset's learning-rate grid
-    (the same grid for each, first training seed), then trained on every seed of ``seeds`` (default
-    ``cfg.seeds``) at its chosen learning rate and evaluated on the test split. A seed fixes the
-    initial weights (the same for every method: :func:`make_model` seeds torch by the seed alone) and the
-    mini-batch order. The seed-0 run at the chosen rate is the tuning run itself (same seed, same
-    configuration), so it is not repeated.
+    (the same grid for each), then trained on every seed of ``seeds`` (default ``cfg.seeds``) at its
+    chosen learning rate and evaluated on the test split. A seed fixes the initial weights (the same for
+    every method: :func:`make_model` seeds torch by the seed alone) and the mini-batch order.
+
+    The tuning runs train on ``tune_seed`` (default ``cfg.tune_seed``), a seed that is **not** a test
+    seed (a ValueError otherwise): a rate chosen on a test seed's own validation score would favour
+    that seed's test run, whose weights are the same. Tuning runs are scored on validation only (no
+    test evaluation). A grid of one rate chooses nothing, so it costs no tuning run: its recorded
+    validation score is the mean over the training seeds' runs (the `book` preset's case).
 
     Returns ``tuned`` (method -> :class:`~icml26.core.compare.Tuned`), ``rows`` (a DataFrame, one row per
     method and seed: test metrics and the synergy diagnostics), ``models`` and ``logs`` keyed by
-    ``(method, seed)``, ``ranks`` and ``steps`` (optimiser steps of one run)."""
-    from dataclasses import replace
-
+    ``(method, seed)``, ``ranks``, ``steps`` (optimiser steps of one run), ``grid`` and ``tune_seed``."""
     from icml26.core import Grid, tune
 
     seeds = tuple(cfg.seeds if seeds is None else seeds)
     if not seeds:
         raise ValueError("seeds must hold at least one training seed")
+    tune_seed = cfg.tune_seed if tune_seed is None else tune_seed
+    C.pos_int(tune_seed, "tune_seed", 0)
+    if tune_seed in seeds:
+        raise ValueError(f"tune_seed must not be one of the test seeds {list(seeds)}, got {tune_seed}")
     grid = Grid(lr=list(cfg.lr_grid))
-    cache, out_rows, models, logs, ranks, tuned = {}, [], {}, {}, {}, {}
+    cache, tune_logs, out_rows, models, logs, ranks, tuned = {}, {}, [], {}, {}, {}, {}
 
     def run(name, lr, seed):
         key = (name, float(lr), seed)
@@ -313,8 +330,16 @@ def generator_protocol(world: World, cfg: SynGRPreset, methods=("GR-text", "GR-i
             cache[key] = run_method(world, replace(cfg, lr=float(lr)), name, seed, device)
         return cache[key]
 
+    def tuning_score(name, lr):
+        if grid.size == 1:     # nothing to choose: the training seeds' runs, which are needed anyway
+            return float(np.mean([max(run(name, lr, s)["log"].val_recall) for s in seeds]))
+        key = (name, float(lr))
+        if key not in tune_logs:
+            tune_logs[key] = train_method(world, replace(cfg, lr=float(lr)), name, tune_seed, device)[1]
+        return max(tune_logs[key].val_recall)
+
     for name in methods:
-        tuned[name] = tune(name, lambda c, n=name: max(run(n, c["lr"], seeds[0])["log"].val_recall), grid, goal="max")
+        tuned[name] = tune(name, lambda c, n=name: tuning_score(n, c["lr"]), grid, goal="max")
         for seed in seeds:
             res = run(name, tuned[name].best["lr"], seed)
             out_rows.append(dict(res["row"], lr=tuned[name].best["lr"]))
@@ -323,15 +348,66 @@ def generator_protocol(world: World, cfg: SynGRPreset, methods=("GR-text", "GR-i
     steps_per = -(-n_rows // cfg.batch_size)
     steps = cfg.epochs * (min(steps_per, cfg.max_steps) if cfg.max_steps else steps_per)
     return {"tuned": tuned, "rows": pd.DataFrame(out_rows), "models": models, "logs": logs, "ranks": ranks,
-            "steps": steps, "grid": grid}
+            "steps": steps, "grid": grid, "tune_seed": tune_seed}
+
+
+NO_STYLE = "GR-fused, no style"
+
+
+def no_style_world(world: World, seed: int = 0) -> World:
+    """The world with the style removed: the same users, targets and test split, but every training and
+    validation history shows each item's image with a motif re-drawn at random
+    (:func:`icml26.syngr.data.redraw_motifs`, independently per row and slot), so the histories carry
+    every attribute but the style. A generator trained and tuned here and tested on the true test
+    histories is the *trained* no-style control of notebook 4."""
+    if not isinstance(world, World):
+        raise TypeError(f"world must be a World, got {type(world).__name__}")
+    C.pos_int(seed, "seed", 0)
+    img = {k: D.redraw_motifs(world.cat, world.split[k], seed + i) for i, k in enumerate(("train", "val"))}
+    batches = dict(world.batches, **{k: build_inputs(world.split[k], world.ids, world.layout, image_hist=v)
+                                     for k, v in img.items()})
+    return replace(world, batches=batches, image_hist=img)
+
+
+def no_style_protocol(world: World, cfg: SynGRPreset, seeds=None, device: str = "cpu",
+                      tune_seed: int | None = None) -> dict:
+    """:func:`generator_protocol` for GR-fused trained and tuned in the no-style world
+    (:func:`no_style_world`, built from ``cfg.seed``) and tested on the true test histories; the method
+    is named :data:`NO_STYLE` in every key and row."""
+    out = generator_protocol(no_style_world(world, cfg.seed), cfg, ("GR-fused",), seeds, device, tune_seed)
+    out["tuned"] = {NO_STYLE: replace(out["tuned"]["GR-fused"], method=NO_STYLE)}
+    out["rows"] = out["rows"].assign(method=NO_STYLE)
+    for k in ("models", "logs", "ranks"):
+        out[k] = {(NO_STYLE, s): v for (_, s), v in out[k].items()}
+    return out
+
+
+def control_table(rows: pd.DataFrame, control: pd.DataFrame, treated: str = "GR-fused",
+                  name: str = NO_STYLE) -> pd.DataFrame:
+    """One row per training seed: the test Recall@10 and the motif-shift drop of ``treated`` (from
+    ``rows``) and of the control ``name`` (from ``control``), and their differences (both as
+    :func:`generator_protocol` returns its rows)."""
+    for arg, df, method in (("rows", rows, treated), ("control", control, name)):
+        if not isinstance(df, pd.DataFrame) or not {"method", "seed", "recall@10", "delta_syn"} <= set(df.columns):
+            raise ValueError(f"{arg} must be a DataFrame with columns ['method', 'seed', 'recall@10', 'delta_syn']")
+        if not (df.method == method).any():
+            raise ValueError(f"{arg} holds no row of {method!r}")
+    a = rows[rows.method == treated].set_index("seed")
+    b = control[control.method == name].set_index("seed")
+    if set(a.index) != set(b.index):
+        raise ValueError(f"rows and control must hold {treated} and {name} on the same seeds, got "
+                         f"{sorted(a.index)} and {sorted(b.index)}")
+    out = pd.DataFrame({f"{treated} R@10": a["recall@10"], f"{name} R@10": b["recall@10"]})
+    out["R@10 diff"] = out.iloc[:, 0] - out.iloc[:, 1]
+    out[f"{treated} drop"], out[f"{name} drop"] = a["delta_syn"], b["delta_syn"]
+    out["drop diff"] = out[f"{treated} drop"] - out[f"{name} drop"]
+    return out.sort_index()
 
 
 def generator_config(cfg: SynGRPreset) -> SynGRPreset:
     """The preset with the GR-text vs GR-fused training recipe of notebook 3 (``gen_epochs``, validation
     every ``gen_eval_every`` epochs, residual dropout ``gen_dropout``, mini-batch ``gen_batch_size``): the
     runners read ``epochs``, ``eval_every``, ``dropout`` and ``batch_size``."""
-    from dataclasses import replace
-
     return replace(cfg, epochs=cfg.gen_epochs, eval_every=cfg.gen_eval_every, dropout=cfg.gen_dropout,
                    batch_size=cfg.gen_batch_size)
 
@@ -384,9 +460,10 @@ def bar_verdict(mean: float, lo: float, bar: float) -> str:
 def edge_verdict(n_rising: int, n_runs: int, slope_lo: float) -> str:
     """The reading, in words for the prose, of the end of the epoch axis: ``n_rising`` of ``n_runs`` runs
     whose validation Recall@10 still rises over the last epochs, and the lower end ``slope_lo`` of the
-    interval of that slope over seeds. Still rising on every run (interval above zero) makes the method's score
-    at this budget a lower bound of what a longer one gives (a gain over a baseline needs the baseline's slope
-    too)."""
+    interval of that slope over seeds. It says only what is measured: whether the runs were still
+    improving on validation when the budget ended. It bounds nothing: what a longer budget gives is
+    not measured (under a cosine schedule a longer budget is another run, not a continuation), and a
+    rising recall says nothing of the sign of a change in a difference such as the motif-shift drop."""
     for name, v in (("n_rising", n_rising), ("n_runs", n_runs)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
@@ -396,15 +473,17 @@ def edge_verdict(n_rising: int, n_runs: int, slope_lo: float) -> str:
             or not np.isfinite(slope_lo):
         raise ValueError(f"slope_lo must be a finite number, got {slope_lo!r}")
     if n_rising == n_runs and slope_lo > 0:
-        return ("every run is still improving at the last epoch, so the budget, not the method, stops them: "
-                "GR-fused's recall and its motif-shift drop (claim 14) are lower bounds of what a longer budget "
-                "gives")
+        return ("every run was still improving on validation when the budget ended (the slope's interval lies "
+                "above zero): these are scores of runs stopped by the budget, not of settled ones, and what a "
+                "longer budget would give, for the recall or for the motif-shift drop (claim 14), is not "
+                "measured here")
     if slope_lo > 0:
-        return ("the runs are still improving at the last epoch on average, though not every one, so GR-fused's "
-                "recall and its motif-shift drop (claim 14) are more likely lower bounds of what a longer budget "
-                "gives than its limit")
-    return ("the runs have not been shown to improve at the last epoch (the slope's interval reaches zero), so "
-            "GR-fused's recall and its motif-shift drop (claim 14) need not change with a longer budget")
+        return (f"the runs were still improving on validation when the budget ended on average (the slope's "
+                f"interval lies above zero), though only {n_rising} of {n_runs} rose: the budget stopped most of "
+                "them before they settled, and what a longer budget would give, for the recall or for the "
+                "motif-shift drop (claim 14), is not measured here")
+    return ("the slope's interval reaches zero, so the runs have not been shown to be still improving when the "
+            "budget ended; that does not show they have settled either")
 
 
 def untrained_control(world: World, cfg: SynGRPreset, seeds=None) -> pd.DataFrame:

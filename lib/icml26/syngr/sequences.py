@@ -86,15 +86,20 @@ def make_layout(ids: SemanticIDs, n_prompt: int, K: int, max_hist: int) -> Token
 
 
 def build_inputs(split: Split, ids: SemanticIDs, layout: TokenLayout, history_mode: str = "fused",
-                 image_of=None) -> dict:
+                 image_of=None, image_hist=None) -> dict:
     """``input_ids`` [M, S], ``valid`` [M, S], ``labels`` [M, T], ``target`` [M] for a split.
 
     ``image_of`` ([N] item ids, optional) shows every history item's text tokens with the image tokens
-    of item ``image_of[i]`` (an intervention on the histories; the targets are unchanged)."""
+    of item ``image_of[i]``; ``image_hist`` ([M, max_hist] item ids, optional, -1 exactly on the empty
+    slots) shows history slot ``j`` of row ``m`` with the image tokens of item ``image_hist[m, j]`` (one
+    choice per row and slot, :func:`icml26.syngr.data.redraw_motifs`). Both are interventions on the
+    histories; the targets are unchanged. At most one of the two."""
     if history_mode not in HISTORY_MODES:
         raise ValueError(f"history_mode must be one of {HISTORY_MODES}, got {history_mode!r}")
     if split.hist.shape[1] != layout.max_hist:
         raise ValueError(f"split histories have {split.hist.shape[1]} slots, layout expects {layout.max_hist}")
+    if image_of is not None and image_hist is not None:
+        raise ValueError("image_of and image_hist: pass at most one of them")
     tok = layout.item_tokens(ids)                                 # [N, 2D]
     if image_of is not None:
         image_of = np.asarray(image_of)
@@ -104,7 +109,16 @@ def build_inputs(split: Split, ids: SemanticIDs, layout: TokenLayout, history_mo
         tok = np.concatenate([tok[:, :layout.levels], tok[image_of, layout.levels:]], 1)
     h = split.hist
     M = len(h)
-    body = np.where(h[..., None] >= 0, tok[np.maximum(h, 0)], layout.PAD).reshape(M, -1)
+    body = np.where(h[..., None] >= 0, tok[np.maximum(h, 0)], layout.PAD)   # [M, H, 2D]
+    if image_hist is not None:
+        image_hist = np.asarray(image_hist)
+        if image_hist.shape != h.shape or not np.issubdtype(image_hist.dtype, np.integer) \
+                or not np.array_equal(image_hist < 0, h < 0) or image_hist.max(initial=-1) >= len(tok):
+            raise ValueError(f"image_hist must hold an item id in [0, {len(tok)}) for every filled history slot "
+                             f"and -1 for every empty one (shape {h.shape}), got shape {image_hist.shape}")
+        img = np.where(image_hist[..., None] >= 0, tok[np.maximum(image_hist, 0), layout.levels:], layout.PAD)
+        body = np.concatenate([body[..., :layout.levels], img], 2)
+    body = body.reshape(M, -1)
     prompt = np.broadcast_to(2 + np.arange(layout.n_prompt), (M, layout.n_prompt))
     input_ids = torch.from_numpy(np.concatenate([prompt, body], 1).astype(np.int64))
     valid = input_ids != layout.PAD

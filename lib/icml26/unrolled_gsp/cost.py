@@ -8,8 +8,8 @@ it for the warm start (``epochs``) and the cold start (``scratch_epochs``) on th
 per epoch over ``batch_size``). Also declared: the transformer baseline (``epochs``) and the
 extrapolator-alone control (``control_seeds x len(control_lrs)`` runs of ``epochs``). Notebook 3 trains
 each model ``cmp_tune_seeds x len(cmp_lrs)`` times (tuning) and then on its remaining seeds at the chosen
-rate (the unrolled model ``cmp_seeds``, the transformer ``cmp_cheap_seeds``), each run to its epoch cap
-(``cmp_epochs``, ``cmp_tf_epochs``), on its own instance (``cmp_nodes`` sensors, ``cmp_days`` days). The closed-form
+rate (the unrolled model ``cmp_seeds``, the transformer and the extrapolator alone ``cmp_cheap_seeds``), each run
+to its epoch cap (``cmp_epochs`` for the unrolled model and the extrapolator, ``cmp_tf_epochs``), on its own instance (``cmp_nodes`` sensors, ``cmp_days`` days). The closed-form
 baselines and the exact-(P) and denoising studies (CG solves without training) are not declared."""
 
 from __future__ import annotations
@@ -82,11 +82,14 @@ def notebooks(scale: str) -> dict:
     cruns = (tune_runs + pick(cfg, "cmp_seeds", 0) - pick(cfg, "cmp_tune_seeds", 0)) * pick(cfg, "cmp_epochs", 0)
     truns = ((tune_runs + pick(cfg, "cmp_cheap_seeds", 0) - pick(cfg, "cmp_tune_seeds", 0))
              * pick(cfg, "cmp_tf_epochs", 0))
+    eruns = (tune_runs + pick(cfg, "cmp_cheap_seeds", 0) - pick(cfg, "cmp_tune_seeds", 0)) * pick(cfg, "cmp_epochs", 0)
     per_epoch_cmp = _per_epoch(cbench, batch)
     nb3 = [Item(f"unrolled train step, tuned comparison ({cruns} run-epochs x {per_epoch_cmp})",
                 cruns * per_epoch_cmp, _step(c, cbench, "unrolled"), flop_scale=scale_b, key="unrolled-cmp"),
            Item(f"transformer train step, tuned comparison ({truns} run-epochs x {per_epoch_cmp})",
-                truns * per_epoch_cmp, _step(c, cbench, "transformer"), flop_scale=scale_b)]
+                truns * per_epoch_cmp, _step(c, cbench, "transformer"), flop_scale=scale_b),
+           Item(f"extrapolator-alone train step, tuned comparison ({eruns} run-epochs x {per_epoch_cmp})",
+                eruns * per_epoch_cmp, _step(c, cbench, "extrapolator"), flop_scale=scale_b)]
     return {"03-tuned-comparison": nb3, "02-unrolled-forecaster": [
         Item(f"unrolled train step, main benchmark ({epochs} epochs x {per_epoch})", epochs * per_epoch, step,
              flop_scale=scale_b, key="unrolled"),

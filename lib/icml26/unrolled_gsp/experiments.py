@@ -704,6 +704,9 @@ def comparison_preset(cfg):
 
 
 U_NAME, U0_NAME, TF_NAME = "unrolled (ridge start)", "unrolled, 0 steps", "transformer"
+#: the unrolled model's ridge-initialised extrapolator trained alone (the network without its ADMM blocks, i.e.
+#: with both skip weights at 0): the control of what the layers add, trained by the unrolled model's rule
+E_NAME = "extrapolator alone"
 
 
 def _trained_scores(model: nn.Module, c, w: dict, lr: float, seed: int, device, epochs: int) -> dict:
@@ -720,16 +723,17 @@ def _trained_scores(model: nn.Module, c, w: dict, lr: float, seed: int, device, 
 
 
 def transformer_study(cfg, device="cpu") -> dict:
-    """The unrolled model (ridge start) against the transformer baseline, each trained by
-    :func:`train_forecaster` up to its epoch cap (``cfg.cmp_epochs`` for the unrolled model,
-    ``cfg.cmp_tf_epochs`` for the transformer) and kept at its best-validation epoch: one rule for
-    both, a cap per model from measured validation curves (``"best_epoch"`` records each run's best; at book the
-    unrolled model's sits at its cap of 3 on 3 of 5 seeds, where its test error moves < 0.04 mph up to 5 epochs).
+    """The unrolled model (ridge start) against the transformer baseline and against its own extrapolator
+    trained alone (:class:`ExtrapolatorOnly`, :data:`E_NAME`: the same network without its ADMM blocks, ridge
+    start), each trained by :func:`train_forecaster` (Huber loss, batch, clip of the chapter) up to its epoch cap
+    (``cfg.cmp_epochs`` for the unrolled model and its extrapolator, the same optimiser steps; ``cfg.cmp_tf_epochs``
+    for the transformer) and kept at its best-validation epoch: one rule for all, a cap per model from measured
+    validation curves (``"best_epoch"`` records each run's best).
 
-    The learning rate (grid ``cfg.cmp_lrs``, the same for both) is tuned on the validation MAE of the
-    first ``cfg.cmp_tune_seeds`` training seeds; the chosen rate is then trained on the unrolled
-    model's ``cfg.cmp_seeds`` seeds and the transformer's ``cfg.cmp_cheap_seeds`` (the first
-    ``cmp_seeds`` are common to all rows). Seed ``s`` fixes the SynthRoad instance, the initial
+    The learning rate (grid ``cfg.cmp_lrs``, the same for every trained model) is tuned on the mean validation
+    MAE of the first ``cfg.cmp_tune_seeds`` training seeds; the chosen rate is then trained on the unrolled
+    model's ``cfg.cmp_seeds`` seeds and the cheap models' ``cfg.cmp_cheap_seeds`` (transformer, extrapolator
+    alone; the first ``cmp_seeds`` are common to all rows). Seed ``s`` fixes the SynthRoad instance, the initial
     weights (:func:`~icml26.core.compare.paired_init`) and the batch order of every method alike.
     Per seed also: persistence (the no-treatment row), ridge for each ``cfg.cmp_alphas``, and the
     unrolled model after 0 optimiser steps (ridge-initialised extrapolator, initial layer weights).
@@ -753,8 +757,8 @@ def transformer_study(cfg, device="cpu") -> dict:
     device = check_device(device, "device")
     seeds = list(range(c.seed, c.seed + n_all))
     max_ep = {U_NAME: check_int("cfg.cmp_epochs", c.cmp_epochs, 1),
-              TF_NAME: check_int("cfg.cmp_tf_epochs", c.cmp_tf_epochs, 1)}
-    per_model_seeds = {U_NAME: seeds[:n_u], TF_NAME: seeds}
+              TF_NAME: check_int("cfg.cmp_tf_epochs", c.cmp_tf_epochs, 1), E_NAME: c.cmp_epochs}
+    per_model_seeds = {U_NAME: seeds[:n_u], TF_NAME: seeds, E_NAME: seeds}
     out = {"seeds": seeds, "seeds_u": seeds[:n_u], "tune_seeds": seeds[:n_tune], "max_epochs": max_ep,
            "persistence": {None: {"val": [], "test": []}}, U0_NAME: {None: {"val": [], "test": []}},
            "ridge": {a: {"val": [], "test": []} for a in c.cmp_alphas}}
@@ -765,8 +769,9 @@ def transformer_study(cfg, device="cpu") -> dict:
 
     def train(name, s, lr):
         bench = benches[s]
-        build = ((lambda: build_model(c, bench, seed=s)) if name == U_NAME
-                 else (lambda: bl.STTransformer(c.n_nodes, c.t_in, c.t_out)))
+        build = {U_NAME: lambda: build_model(c, bench, seed=s),
+                 E_NAME: lambda: ExtrapolatorOnly(build_model(c, bench, seed=s).extrap),
+                 TF_NAME: lambda: bl.STTransformer(c.n_nodes, c.t_in, c.t_out)}[name]
         r = _trained_scores(paired_init(s, build), c, bench["windows"], lr, s, device, max_ep[name])
         for k in ("val", "test", "best_epoch", "curve"):
             out[name][lr][k].append(r[k])
@@ -807,8 +812,8 @@ def budget_comparisons(study: dict, metric: str = "test MAE (mph)", budget: str 
     """Notebook 3's two comparisons of a :func:`transformer_study`: ``(on_u, on_all)``.
 
     ``on_u`` holds every method on the unrolled model's seeds (the unrolled model, its 0-step
-    control, the transformer, ridge, persistence); ``on_all`` the cheap methods (transformer, ridge,
-    persistence) on all seeds. Each tuned method is scored at the configuration chosen on
+    control, the transformer, the extrapolator trained alone, ridge, persistence); ``on_all`` the cheap
+    methods (transformer, extrapolator alone, ridge, persistence) on all seeds. Each tuned method is scored at the configuration chosen on
     validation data (the learning rate by :func:`transformer_study`, ridge's penalty here on its mean
     validation MAE over all seeds). A trained model's cost is the optimiser steps of one run (every
     step up to its epoch cap; the best epoch is chosen afterwards)."""
@@ -825,6 +830,8 @@ def budget_comparisons(study: dict, metric: str = "test MAE (mph)", budget: str 
                 untuned="zero steps: the ridge-initialised model as built", cost=0, control=True)),
             TF_NAME: (study[TF_NAME][tuned[TF_NAME].best["lr"]]["test"], dict(
                 tuned=tuned[TF_NAME], cost=spe * study["max_epochs"][TF_NAME])),
+            E_NAME: (study[E_NAME][tuned[E_NAME].best["lr"]]["test"], dict(
+                tuned=tuned[E_NAME], cost=spe * study["max_epochs"][E_NAME])),
             "ridge": (ridge[t_ridge.best["alpha"]]["test"], dict(tuned=t_ridge, cost=0)),
             "persistence": (study["persistence"][None]["test"], dict(
                 untuned="no parameter: repeats each sensor's last reading", cost=0, control=True))}

@@ -65,7 +65,8 @@ class UnrolledGSPPreset:
     cmp_tf_epochs: int = 16           # epoch cap of the transformer (same rule; its validation curve falls longer)
     cmp_seeds: int = 5                # training seeds of the unrolled rows; each fixes data, initial weights, batch order
     cmp_cheap_seeds: int = 10         # training seeds of the cheap rows (transformer, ridge, persistence)
-    cmp_tune_seeds: int = 1           # the first seeds, whose validation MAE picks the learning rate
+    cmp_tune_seeds: int = 2           # the first seeds, whose mean validation MAE picks the learning rate (issue 40:
+                                      # on seed 0 alone the transformer's pick differed from seeds 1-2's)
     cmp_lrs: tuple = (2e-3, 5e-3, 1.25e-2, 3e-2)   # the same grid for both trained models (holds NB2's two lrs)
     cmp_alphas: tuple = (1.0, 10.0, 100.0, 1000.0)  # ridge's penalty grid, as many configurations
     seed: int = 0
