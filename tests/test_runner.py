@@ -119,9 +119,7 @@ def spawner(pids: Path, then: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("then, timeout, error", [
-    # the notebook timeout: long enough for a kernel to start and spawn its children on a loaded machine
-    # (12 s missed the spawn at load 5-10 on 2026-12-07), short of the 300 s the notebook would sleep
-    ("time.sleep(300)", 30, "--timeout 30"),
+    ("time.sleep(300)", 12, "--timeout 12"),  # the notebook timeout
     ("x = 1", 300, ""),  # a notebook that finishes and leaves its children running
 ])
 def test_no_process_survives_its_notebook(tmp_path, then, timeout, error):
