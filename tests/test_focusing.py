@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import icml26.focusing as m
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 from icml26.focusing import experiments as ex
@@ -223,6 +225,62 @@ def test_reference_fields_floor_and_render_metrics():
         reference_fields(sd, "floor")
 
 
+def test_a_field_with_a_handful_of_zero_crossings_is_degenerate_and_keeps_its_score():
+    """A field filled negative but for one vertex has a few zero crossings: it is degenerate (below
+    DEGENERATE_SHARE of the band's voxels), scored on its own points (not the voxel centres), and its
+    Chamfer distance splits into accuracy and completeness with cd_l1 their mean."""
+    from icml26.focusing.train import (
+        DEGENERATE_SHARE,
+        band_voxels,
+        is_degenerate,
+        reference_fields,
+        score_field,
+    )
+    sd = m.prepare(m.make_shape("sphere", 100, 24), 8, 4000, 100)
+    taus = (1 / 32, 1 / 16)
+    grid, s = reference_fields(sd, "band")
+    j = int(reference_fields(sd, "oracle")[1].abs().argmin())   # the vertex nearest the surface
+    s = -s                                                      # one sign everywhere: no zero crossing
+    s[j] = -s[j]                                                # but around that vertex
+    few = score_field(grid, s, sd, 0, taus, n_ref=4000, n_views=1, H=32)
+    assert 0 < few["n_points"] <= 6 and few["n_band"] == band_voxels(sd) > 100
+    assert few["degenerate"] and not few["empty"]
+    assert few["cd_comp"] > 5 * few["cd_acc"]                   # coverage lost, not floaters
+    assert few["cd_l1"] == pytest.approx((few["cd_acc"] + few["cd_comp"]) / 2)
+    centres = score_field(grid, -s.abs(), sd, 0, taus, n_ref=4000, n_views=1, H=32)  # no crossing at all
+    assert centres["empty"] and centres["degenerate"] and centres["cd_l1"] < few["cd_l1"]
+    oracle = score_field(*reference_fields(sd, "oracle"), sd, 0, taus, n_ref=4000, n_views=1, H=32)
+    assert not oracle["degenerate"] and oracle["n_points"] > DEGENERATE_SHARE * oracle["n_band"]
+    assert is_degenerate(4, 100) and not is_degenerate(5, 100) and is_degenerate(0, 0)
+    for bad in (dict(n_points=-1, n_band=3), dict(n_points=1.0, n_band=3), dict(n_points=1, n_band=True)):
+        with pytest.raises(ValueError, match="n_points|n_band"):
+            is_degenerate(**bad)
+    with pytest.raises(ValueError, match="share"):
+        is_degenerate(1, 3, share=1.5)
+
+
+def test_snapshot_trend_and_evaluate_state_smoke():
+    """snapshot_trend on the smoke preset (2 steps, a snapshot every step): one row per trained snapshot,
+    a finite rel against that seed's floor; evaluate_state restores the model's own weights."""
+    from dataclasses import replace
+    cfg = replace(m.preset("smoke"), steps=2, test_kinds=("sphere", "bowl"), n_points=2000, H=16, eval_views=1)
+    tr = ex.snapshot_trend(cfg, [0], every=1)
+    assert tr.step.tolist() == [1, 2] and tr.seed.tolist() == [0, 0]
+    assert np.isfinite(tr.rel).all() and (tr.rel > 0).all() and (tr.floor > 0).all()
+    assert {"degenerate", "cpu_per_step"} <= set(tr.columns)
+    runs = ex.Runs(replace(cfg, snap_every=1), "cpu", progress=False)
+    model, _, snaps = runs.trained("full", 0, float(tr.lr[0]), float(tr.tsdf[0]))   # the same run, recomputed
+    own = {a: b.clone() for a, b in model.state_dict().items()}
+    for k, row in zip(tr.step, tr.itertuples()):                        # each row's count, recounted
+        assert row.degenerate == ex.degenerate_fields(model, snaps[k], runs.val)
+        sc = ex.evaluate_state(model, snaps[k], runs.val, runs.taus, 1, 16)
+        assert int(sc.degenerate.sum()) == row.degenerate
+        assert float(sc.cd_l1.mean()) / row.floor == pytest.approx(row.rel)
+    sc = ex.evaluate_state(model, snaps[0], runs.val, runs.taus, 1, 16)
+    assert len(sc) == len(runs.val) and bool(sc.degenerate.all())      # the untrained weights: no surface
+    assert all(torch.equal(own[a], b) for a, b in model.state_dict().items())
+
+
 def test_gated_compare_reports_without_the_precondition():
     from icml26.core import Comparison, Ledger
     cmp = Comparison("test CD-L1", goal="min", seeds=range(5), budget="optimiser steps")
@@ -235,14 +293,28 @@ def test_gated_compare_reports_without_the_precondition():
     assert on.status == "holds"
     with pytest.raises(TypeError, match="precondition"):
         ex.gated_compare(led, 1, "x", cmp, "a", "b", "<", 0.0)
-    # an empty field in any compared row: no ratio, the claim says why (even where the precondition holds)
-    none = ex.gated_compare(led, True, "gated empty", cmp, "a", "b", "<", 0.0, empty={"a": 0, "b": 2})
-    assert none.status == "reported" and isinstance(none.measured, str) and "b (2)" in none.measured
-    kept = ex.gated_compare(led, True, "gated no empty", cmp, "a", "b", "<", 0.0, empty={"a": 0, "b": 0})
+    # an empty field in any compared row, or a degenerate one in the baseline b: no ratio, the claim says why
+    # (even where the precondition holds)
+    for kw, want in ((dict(empty={"a": 1, "b": 0}), "a (1)"), (dict(degenerate={"a": 0, "b": 2}), "b (2)")):
+        none = ex.gated_compare(led, True, f"gated {want}", cmp, "a", "b", "<", 0.0, **kw)
+        assert none.status == "reported" and isinstance(none.measured, str) and want in none.measured
+    kept = ex.gated_compare(led, True, "gated no empty", cmp, "a", "b", "<", 0.0, degenerate={"a": 0, "b": 0},
+                            empty={"a": 0, "b": 0})
     assert kept.status == "holds"
-    assert ex.empty_note({"a": 0}) == ""
-    with pytest.raises(TypeError, match="empty"):
-        ex.empty_note([1])
+    # a degenerate treatment a enters at its own (bad) score: where the precondition holds the claim FAILS
+    bad = Comparison("test CD-L1", goal="min", seeds=range(5), budget="optimiser steps")
+    bad.add("a", [1.0, 1.1, 0.9, 1.0, 9.0], cost=10, untuned="test")      # seed 4 collapsed
+    bad.add("b", [1.0, 1.0, 1.0, 1.0, 1.0], cost=10, untuned="test", control=True)
+    fails = ex.gated_compare(led, True, "gated degenerate a", bad, "a", "b", "<=", 1.25, stat="ratio", on="hi",
+                             degenerate={"a": 12, "b": 0}, empty={"a": 0, "b": 0})
+    assert fails.status == "fails" and "a has 12 degenerate" in fails.note
+    off_bad = ex.gated_compare(led, False, "gated off degenerate a", bad, "a", "b", "<=", 1.25, stat="ratio",
+                               on="hi", degenerate={"a": 12, "b": 0})
+    assert off_bad.status == "reported" and "12 degenerate" in off_bad.note and "precondition" in off_bad.note
+    assert ex.blocked_note({"a": 0}, {"b": 0}) == ""
+    for args in (([1], {}), ({}, [1])):
+        with pytest.raises(TypeError, match="empty|degenerate"):
+            ex.blocked_note(*args)
     assert ex.run_lrs(["full", "full, 10% warm-up", "focus_zoom, whole-grid context"],
                       {"full": 1.0, "focus_zoom": 2.0}) == {"full": 1.0, "full, 10% warm-up": 1.0,
                                                            "focus_zoom, whole-grid context": 2.0}
@@ -258,7 +330,7 @@ def test_validation_ranks_an_empty_field_last_and_reports_when_all_are_empty():
     s0 = runs.cfg.train_seeds_runs[0]
 
     def put(lr, cd, empty):
-        runs._scores[("full", s0, lr, runs.cfg.tsdf_frac, "val")] = pd.DataFrame({"cd_l1": cd, "empty": empty})
+        runs._scores[("full", s0, lr, runs.cfg.tsdf_frac, "val")] = pd.DataFrame({"cd_l1": cd, "degenerate": empty})
 
     put(1e-3, [0.03, 0.03], [False, False])
     put(2e-3, [0.02, 0.02], [True, False])               # lowest CD-L1, but one field collapsed
@@ -278,10 +350,10 @@ def test_validation_ranks_an_empty_field_last_and_reports_when_all_are_empty():
     put(1e-3, [0.03, 0.03], [True, True])
     put(4e-3, [0.04, 0.04], [True, False])
     tuned, note = ex.tune_lr(runs, "full", grid)       # every rate empty somewhere: fallback, said so
-    assert tuned.best["lr"] == 2e-3 and "empty" in note
-    assert runs.validation_cd("full", 2e-3, empty="share") == pytest.approx(5.02)
-    with pytest.raises(ValueError, match="empty"):
-        runs.validation_cd("full", 2e-3, empty="zero")
+    assert tuned.best["lr"] == 2e-3 and "degenerate" in note
+    assert runs.validation_cd("full", 2e-3, degenerate="share") == pytest.approx(5.02)
+    with pytest.raises(ValueError, match="degenerate"):
+        runs.validation_cd("full", 2e-3, degenerate="zero")
     with pytest.raises(ValueError, match="label"):
         ex.tune_lr(runs, "nope", grid)
 
@@ -296,20 +368,31 @@ def test_tsdf_recipe_is_tuned_with_the_lr_and_the_upper_lr_edge_is_measured():
     s0 = runs.cfg.train_seeds_runs[0]
     table = {(1e-3, 0.1): 0.05, (1e-3, 1.0): 0.04, (2e-3, 0.1): 0.02, (2e-3, 1.0): 0.03, (4e-3, 0.1): 0.025}
     for (lr, t), cd in table.items():
-        runs._scores[("focus_zoom", s0, lr, t, "val")] = pd.DataFrame({"cd_l1": [cd], "empty": [False]})
+        runs._scores[("focus_zoom", s0, lr, t, "val")] = pd.DataFrame({"cd_l1": [cd], "degenerate": [False]})
     tuned, note = ex.tune_lr(runs, "focus_zoom", Grid(lr=[1e-3, 2e-3], tsdf_frac=[0.1, 1.0]))
     assert tuned.best == {"lr": 2e-3, "tsdf_frac": 0.1} and tuned.n_configs == 4 and note == ""
     assert tuned.edges == {"lr": "upper", "tsdf_frac": "lower"}
     lr, val, why = ex.probe_upper_lr(runs, "focus_zoom", tuned)
     assert lr == pytest.approx(4e-3) and val == pytest.approx(0.025) and "0.0250" in why and "worse" in why
-    runs._scores[("focus_zoom", s0, 2e-3, 0.0, "val")] = pd.DataFrame({"cd_l1": [0.021], "empty": [False]})
+    runs._scores[("focus_zoom", s0, 2e-3, 0.0, "val")] = pd.DataFrame({"cd_l1": [0.021], "degenerate": [False]})
     share, v0, why0 = ex.probe_tsdf_share(runs, "focus_zoom", tuned)
     assert share == 0.0 and v0 == pytest.approx(0.021) and "no TSDF term" in why0 and "0.0210" in why0
     tuned.state_edge("lr", why).state_edge("tsdf_frac", why0)
     assert not tuned.unstated_edges
     with pytest.raises(ValueError, match="share"):
         ex.probe_tsdf_share(runs, "focus_zoom", tuned, share=0.5)
-    runs._scores[("focus_zoom", s0, 4e-3, 0.1, "val")] = pd.DataFrame({"cd_l1": [0.01], "empty": [False]})
+    # a probe that collapses: ranked last, but its own score and degenerate count are stated
+    runs._scores[("focus_zoom", s0, 4e-3, 0.1, "val")] = pd.DataFrame(
+        {"cd_l1": [0.08, 0.06], "degenerate": [True, False], "n_points": [3, 80], "n_band": [100, 100]})
+    runs._scores[("no training", s0, 0.0, 0.0, "val")] = pd.DataFrame({"cd_l1": [0.02, 0.02]})
+    _, inf, why_inf = ex.probe_upper_lr(runs, "focus_zoom", tuned)
+    assert inf == math.inf and "degenerate on 1 of the 2" in why_inf and "CD-L1 0.0700, 3.5 times" in why_inf
+    assert ex.validation_fields(runs, "focus_zoom", 4e-3, 0.1) == {"own": pytest.approx(0.07), "degenerate": 1,
+                                                                  "n": 2, "low_share": pytest.approx(0.03)}
+    gap = ex.tuning_gap_text(runs, {"focus_zoom": tuned}, {("focus_zoom", "lr", "upper"): 4e-3})
+    assert "beat the next by 0.0100" in gap and "factor 2 below one whose field is degenerate on 1 of the 2" in gap
+    assert "factor" not in ex.tuning_gap_text(runs, {"focus_zoom": tuned}, {})
+    runs._scores[("focus_zoom", s0, 4e-3, 0.1, "val")] = pd.DataFrame({"cd_l1": [0.01], "degenerate": [False]})
     assert "better" in ex.probe_upper_lr(runs, "focus_zoom", tuned)[2]
     with pytest.raises(ValueError, match="tuned"):
         ex.probe_upper_lr(runs, "focus_zoom", ex.tune_lr(runs, "focus_zoom", Grid(lr=[1e-3], tsdf_frac=[0.1, 1.0]))[0])
@@ -339,7 +422,9 @@ def test_equal_voxel_snapshot_never_compares_an_empty_field(monkeypatch):
     every candidate has an empty field there is no row, no evaluation and no ratio."""
     import pandas as pd
     empties = {}
-    monkeypatch.setattr(ex, "empty_fields", lambda model, state, shapes: empties[state])
+    # field_counts stands in for the decode: empties[state] of the 3 test fields have 0 of 100 band voxels
+    monkeypatch.setattr(ex, "field_counts", lambda model, state, shapes: [(0, 100)] * empties[state]
+                        + [(50 + state, 100)] * (3 - empties[state]))
     snaps = {k: k for k in (0, 2, 4, 6)}                    # state dicts stand in as their step
     res = {"models": {("full", 0): (None, snaps), ("full", 1): (None, snaps)}, "test": [None] * 3,
            "hist": {("full", 0): pd.DataFrame({"decoded": [10] * 8}), ("focus_zoom", 0): pd.DataFrame({"decoded": [45]}),
@@ -347,26 +432,26 @@ def test_equal_voxel_snapshot_never_compares_an_empty_field(monkeypatch):
     empties.update({0: 3, 2: 0, 4: 3, 6: 0})
     eqs = ex.equal_voxel_snapshots(res, [0, 1])
     assert eqs.step.tolist() == [4, 0]                      # 45 voxels: 4 steps; 5 voxels: none
-    assert eqs.empty_at[0] == {4: 3, 2: 0} and eqs.snapshot[0] == 2 and eqs.decoded[0] == 20
-    assert eqs.empty_at[1] == {} and pd.isna(eqs.snapshot[1])   # the untrained step 0 is never a candidate
+    assert eqs.degenerate_at[0] == {4: 3, 2: 0} and eqs.snapshot[0] == 2 and eqs.decoded[0] == 20
+    assert eqs.degenerate_at[1] == {} and pd.isna(eqs.snapshot[1])   # the untrained step 0 is never a candidate
     assert ex.evaluate_equal_voxel(res, eqs) == {}          # a seed without a snapshot: no comparison
     text = ex.equal_voxel_text(eqs, ex.first_full_snapshot(res, "full", 0), 45.0, 3)
     assert "1 of the 2 seeds none does" in text["eq_text"] and "no ratio" in text["eq_text"]
     assert "step 2, after 20 decoded" in text["first_text"]
     empties.update({2: 1, 4: 2, 6: 1})                      # every snapshot empty somewhere
     eqs = ex.equal_voxel_snapshots(res, [0])
-    assert pd.isna(eqs.snapshot[0]) and eqs.empty_at[0] == {4: 2, 2: 1}
+    assert pd.isna(eqs.snapshot[0]) and eqs.degenerate_at[0] == {4: 2, 2: 1}
     assert ex.first_full_snapshot(res, "full", 0)["step"] is None
     assert "2 at step 4" in ex.equal_voxel_text(eqs, ex.first_full_snapshot(res, "full", 0), 45.0, 3)["eq_text"]
 
 
-def test_empty_fields_counts_an_untrained_decoder_as_empty():
+def test_degenerate_fields_counts_an_untrained_decoder_as_degenerate():
     sds = [m.prepare(m.make_shape(k, 0, 16), 8, 2000, 0) for k in ("sphere", "bowl")]
     torch.manual_seed(0)
     model = m.SparseVAE(8, 8, 1)                            # initialised at +h: no zero crossing anywhere
     before = {a: b.clone() for a, b in model.state_dict().items()}
-    assert ex.empty_fields(model, None, sds) == 2
-    assert ex.empty_fields(model, before, sds) == 2
+    assert ex.degenerate_fields(model, None, sds) == 2
+    assert ex.degenerate_fields(model, before, sds) == 2
     assert all(torch.equal(before[a], b) for a, b in model.state_dict().items())
 
 
@@ -536,3 +621,20 @@ def test_long_trend_summary_counts_seeds_at_the_last_step():
     # the measured sweep: four seeds of full at the warm-up recipe, one every-step run
     m_ = ex.long_trend_summary(ex.LONG_TREND)
     assert m_["n_seeds"] == 4 and m_["steps"] == 300 and len(ex.LONG_TREND[ex.LONG_TREND.tsdf == 1.0]) == 6
+
+
+def test_first_share_text_and_near_bar_text_state_where_the_bar_decides():
+    first = {"step": 20, "shares_at": {15: [0.01378, 0.045, 0.052, 0.6], 20: [0.3, 0.5]}}
+    txt = ex.first_share_text(first, n_low=3)
+    assert "lowest test field holds 30.0%" in txt and "1.4%, 4.5%, 5.2%" in txt and "60.0%" not in txt
+    assert "at or below 1.37% (the lowest, rounded down) would have picked step 15" in txt
+    first["shares_at"][15][0] = 0.0
+    assert "degenerate under any bar" in ex.first_share_text(first)
+    assert ex.first_share_text({"step": None, "shares_at": {}}) == ""
+    assert "would have" not in ex.first_share_text({"step": 5, "shares_at": {5: [0.2]}})
+    table = pd.DataFrame({"method": ["full", "full", "focus_zoom", "no training (floor)"], "lr": [1e-2, 5e-3, 1e-2, None],
+                          "tsdf_frac": [0.1, 1.0, 0.1, None], "low_share": [0.0465, 0.6, 0.0125, None]})
+    near = ex.near_bar_text(table)
+    assert near.startswith("2 tuning configurations") and "full lr 0.01, TSDF share 0.1: 4.7%" in near
+    assert "focus_zoom lr 0.01, TSDF share 0.1: 1.2%" in near and "60.0%" not in near
+    assert ex.near_bar_text(table.assign(low_share=0.6)).startswith("no tuning configuration")

@@ -337,6 +337,9 @@ def test_learning_rate_per_model():
     for kind in ex.LR_KINDS:   # the preset's rate is a point of the grid, and not at an edge of it
         assert book.lr_of(kind) in book.lr_grid[1:-1], kind
     assert book.lr_of("rf_v") == book.lr and book.lr_of("rf_v_phy") == book.lr
+    for scale in ("book", "gpu"):   # no run that chose a rate or weight is scored again on the test set
+        p = m.preset(scale)
+        assert not {p.tune_seed, *p.lr_confirm_seeds} & (set(p.seeds) | set(p.ctrl_seeds)), scale
     cfg = replace(m.preset("smoke"), steps=2)
     assert cfg.lr_of("pdrf") == cfg.lr and replace(cfg, lr_pdrf=0.02).lr_of("pdrf") == 0.02
     x = m.generate_radar(16, cfg.radar, _gen(0))
@@ -400,9 +403,11 @@ def test_teacher_controls_runs_oracle_rf_v_teacher_and_cost():
     for bad in (0.0, -1.0, float("nan"), True):
         with pytest.raises(ValueError, match="lam"):
             ex.control_runs(base, bad)
-    # issue 38 (grid edge): the book grid spans 0 to 1000 in decades; five paired seeds for the rows
+    # issue 38 (grid edge): the book grid spans 10 to 1e5 in steps of 100, reaching the teacher-imitation limit
+    # (two weights >= 1e3, where NB4 states the upper edge); five paired seeds for the rows
     book = m.preset("book")
-    assert book.ctrl_lambdas == (0.0, 10.0, 100.0, 1000.0) and len(book.ctrl_seeds) >= 5
+    assert book.ctrl_lambdas == (0.0, 10.0, 1000.0, 100000.0) and len(book.ctrl_seeds) >= 5
+    assert book.ctrl_lambda in book.ctrl_lambdas and sum(lam >= 1e3 for lam in book.ctrl_lambdas) >= 2
     for bad in ((), (0.0, 0.0, 0.1), (0.0, -1.0, 0.1), (0.0, float("nan"), 0.1), (0.1, 1.0), (0.0,), (0.0, 1.0, 0.5)):
         with pytest.raises(ValueError, match="ctrl_lambdas"):
             ex.teacher_sweep(replace(base, ctrl_lambdas=bad), {})
@@ -417,9 +422,10 @@ def test_teacher_controls_runs_oracle_rf_v_teacher_and_cost():
     ctl = ex.teacher_controls(cfg, data, 0.3, seeds=(0,), sweep=sw)
     ctl = ex.teacher_controls(cfg, data, 0.3, seeds=(1,), previous=ctl, sweep=sw)
     assert ctl["seeds"] == [0, 1] and ctl["lam"] == 0.3
-    for key in ("test_csi_m", "test_adv", "test_bias"):
+    for key in ("test_csi_m", "test_adv", "test_bias", "test_csi_m_h1", "test_csi_m_h2"):
         assert set(ctl[key]) == {"rf_x", "tuned", "still", "oracle", "rf_v", "rf_v_phy"}
         assert all(v.shape == (2,) and np.isfinite(v).all() for v in ctl[key].values() if key != "test_bias")
+    assert all(((0 <= v) & (v <= 1)).all() for h in ("h1", "h2") for v in ctl[f"test_csi_m_{h}"].values())
     # the sweep's seed: RF-x and the tuned weight are the sweep's runs, and training them again gives the same
     assert ctl["test_csi_m"]["rf_x"][0] == sw["test_csi_m"][0] and ctl["test_adv"]["tuned"][0] == sw["test_adv"][2]
     again = ex.teacher_controls(replace(cfg, ctrl_rf_v=False, ctrl_oracle=False), data, 0.3, seeds=(0,))
@@ -459,27 +465,60 @@ def test_teacher_controls_runs_oracle_rf_v_teacher_and_cost():
     item = cost.notebooks("gpu")["05-what-the-teacher-contributes"][0]
     assert item.count == len(gpu.ctrl_seeds) * (2 + 1 + 1 + 2) * gpu.steps
     nb = cost.notebooks("gpu")
-    assert nb["04-the-teacher-weight"][0].count == (len(gpu.lr_grid) + len(gpu.ctrl_lambdas)) * gpu.steps
-    assert nb["02-radar-nowcasting"][0].count == 2 * len(gpu.lr_grid) * gpu.steps
+    n_conf = gpu.lr_confirm_top * len(gpu.lr_confirm_seeds)        # the compared pair's confirmation runs
+    assert nb["04-the-teacher-weight"][0].count == (len(gpu.lr_grid) + 2 * n_conf + len(gpu.ctrl_lambdas)) * gpu.steps
+    assert nb["02-radar-nowcasting"][0].count == (2 * len(gpu.lr_grid) + n_conf) * gpu.steps
     # NB2 reads the learning rate on validation: an equal grid per kind, validation scores only, and the sweep
     # reuses the grid's RF-x run at the preset's rate for lambda 0
     lcfg = replace(cfg, lr_grid=(0.05, 0.1, 0.2), lr=0.05, lr_rf_x=0.1, ctrl_rf_v=False, ctrl_oracle=False)
     lg = ex.lr_grid_study(lcfg, data)
     assert lg["lrs"] == (0.05, 0.1, 0.2) and all(lg[k].shape == (3,) and np.isfinite(lg[k]).all() for k in ex.LR_KINDS)
+    # stage 2: RF-x's and PDRF's best lr_confirm_top rates re-run on lr_confirm_seeds; the U-Net's are not
+    assert set(lg["confirm"]) == {"rf_x", "pdrf"} and lg["tune_seeds"]["det"] == (0,)
+    for k in ("rf_x", "pdrf"):
+        c, mean = lg["confirm"][k], lg["mean"][k]
+        again = ~np.isnan(c[:, 0])
+        assert c.shape == (3, len(lcfg.lr_confirm_seeds)) and again.sum() == lcfg.lr_confirm_top
+        assert (lg[k][again].min() >= lg[k][~again].max())            # the re-run rates won stage 1
+        assert np.allclose(mean[again], (lg[k][again] + c[again].sum(1)) / (1 + c.shape[1]))
+        t = ex.lr_tuned(lg, k)
+        assert t.best["lr"] == lg["lrs"][int(np.nanargmax(mean))] and t.best_score == np.nanmax(mean)
+        assert lg["tune_seeds"][k] == (0, *lcfg.lr_confirm_seeds)
+    assert ex.lr_tuned(lg, "det").best["lr"] == lg["lrs"][int(np.argmax(lg["det"]))]
+    tab = ex.lr_table(lg)
+    assert tab.shape == (3, 1 + 2 * (2 + len(lcfg.lr_confirm_seeds))) and tab.isna().sum().sum() == 2 * 2 * (3 - lcfg.lr_confirm_top)
+    with pytest.raises(ValueError, match="lr_confirm_seeds"):
+        ex.lr_grid_study(replace(lcfg, lr_confirm_seeds=(0,)), data, kinds=("det",))
+    with pytest.raises(ValueError, match="lr_confirm_kinds"):
+        ex.lr_grid_study(replace(lcfg, lr_confirm_kinds=("rf_v",)), data, kinds=("det",))
+    with pytest.raises(ValueError, match="lg"):
+        ex.lr_tuned({"lrs": (0.1,)}, "pdrf")
     sv = ex.teacher_sweep(lcfg, data, test=False, lr_grid=lg)
     assert sv["val_csi_m"][0] == lg["rf_x"][1] and np.isnan(sv["test_csi_m"]).all() and np.isfinite(sv["val_csi_m"]).all()
     fresh = ex.teacher_sweep(lcfg, data, test=False)
     assert fresh["val_csi_m"][0] == pytest.approx(lg["rf_x"][1])
+    # NB4: the weight's stage 2, as the rate's: the best lr_confirm_top weights again on lr_confirm_seeds
+    two = ex.teacher_sweep(lcfg, data, test=False, lr_grid=lg, confirm=True)
+    again = ~np.isnan(two["confirm"][:, 0])
+    assert again.sum() == lcfg.lr_confirm_top and two["val_csi_m"][again].min() >= two["val_csi_m"][~again].max()
+    assert np.allclose(two["mean"][again], (two["val_csi_m"][again] + two["confirm"][again].sum(1)) / 2)
+    assert np.isnan(two["mean"][~again]).all() and np.allclose(two["val_csi_m"], sv["val_csi_m"])
+    with pytest.raises(ValueError, match="confirm"):
+        ex.teacher_sweep(lcfg, data, confirm=True)
+    with pytest.raises(ValueError, match="lr_confirm_seeds"):
+        ex.teacher_sweep(replace(lcfg, lr_confirm_seeds=(0,)), data, test=False, confirm=True)
     with pytest.raises(ValueError, match="lr_grid"):
         ex.teacher_sweep(lcfg, data, lr_grid=lg)
     with pytest.raises(ValueError, match="lr_grid"):
         ex.lr_grid_study(replace(lcfg, lr_grid=(0.1, 0.05, 0.2)), data)
     one = ex.lr_grid_study(lcfg, data, kinds=("pdrf",))   # NB4 runs PDRF's grid: the same runs as above
-    assert set(one) == {"seed", "lrs", "pdrf"} and np.allclose(one["pdrf"], lg["pdrf"])
+    assert set(one) == {"seed", "lrs", "pdrf", "confirm", "mean", "tune_seeds"} and np.allclose(one["pdrf"], lg["pdrf"])
+    assert np.allclose(one["confirm"]["pdrf"], lg["confirm"]["pdrf"], equal_nan=True)
     with pytest.raises(ValueError, match="kinds"):
         ex.lr_grid_study(lcfg, data, kinds=("rf_v",))
     dry = gpu.dry_run()
     assert len(dry.ctrl_seeds) == 1 and dry.ctrl_n_val <= 8 and dry.ctrl_lambdas == gpu.ctrl_lambdas[:2]
+    assert dry.lr_confirm_seeds == gpu.lr_confirm_seeds[:1]
 
 
 def test_release_teacher_gap_zero_motion_is_the_spline_smoothing():

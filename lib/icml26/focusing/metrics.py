@@ -17,8 +17,11 @@ from .voxels import SparseGrid, shared_corner_average, unique_rows
 
 
 def chamfer_fscore(P: Tensor, Q: Tensor, taus: Sequence[float]) -> dict[str, float]:
-    """``CD-L1`` (mean of both directions' mean distances), ``CD-L2`` (sum of both mean squared
-    distances) and ``F1@tau`` (harmonic mean of precision and recall at distance ``tau``)."""
+    """``CD-L1`` (mean of both directions' mean distances), its two directions apart, ``cd_acc`` (mean
+    distance from ``P`` to ``Q``: *accuracy*, large where ``P`` has floaters) and ``cd_comp`` (from ``Q`` to
+    ``P``: *completeness*, large where ``P`` leaves parts of ``Q`` uncovered), so that
+    ``cd_l1 = (cd_acc + cd_comp) / 2``; ``CD-L2`` (sum of both mean squared distances) and ``F1@tau``
+    (harmonic mean of precision and recall at distance ``tau``)."""
     for name, X in (("P", P), ("Q", Q)):
         if not isinstance(X, Tensor) or X.ndim != 2 or X.shape[1] != 3 or X.shape[0] == 0:
             raise ValueError(f"{name} must be a non-empty (n,3) point set, got {getattr(X, 'shape', X)!r}")
@@ -33,7 +36,8 @@ def chamfer_fscore(P: Tensor, Q: Tensor, taus: Sequence[float]) -> dict[str, flo
     p, q = P.detach().double().cpu().numpy(), Q.detach().double().cpu().numpy()
     dpq = cKDTree(q).query(p)[0]
     dqp = cKDTree(p).query(q)[0]
-    out = {"cd_l1": float((dpq.mean() + dqp.mean()) / 2), "cd_l2": float((dpq ** 2).mean() + (dqp ** 2).mean())}
+    out = {"cd_l1": float((dpq.mean() + dqp.mean()) / 2), "cd_acc": float(dpq.mean()), "cd_comp": float(dqp.mean()),
+           "cd_l2": float((dpq ** 2).mean() + (dqp ** 2).mean())}
     for t in taus:
         prec, rec = float((dpq < t).mean()), float((dqp < t).mean())
         out[f"f1@{t:g}"] = 0.0 if prec + rec == 0 else 2 * prec * rec / (prec + rec)

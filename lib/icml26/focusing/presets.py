@@ -66,6 +66,7 @@ class FocusingPreset:
 PRESETS = {
     "smoke": FocusingPreset(res_lat=8, H=32, n_points=4000, n_uv=24, fit_steps=16, fit_eval=2,
                             test_kinds=("sphere", "torus", "bowl", "wavy_sheet"), train_seeds=(0,),
+                            # steps 12 -> 8 (stop 51): notebook 3 at smoke sat above CI's 20 s
                             views=8, coverage_views=1, budget=24, steps=8, width=16, rss_probe=False, sphere_views=2,
                             runs=("full", "focus_zoom", "focus_zoom, whole-grid context"), snap_every=1,
                             mem_views=1, train_seeds_runs=(0, 1), lr_grid=(5e-3,), context_seeds=1, eval_views=1,

@@ -251,17 +251,55 @@ def heldout_cameras(index: int, n_views: int, H: int) -> list[Camera]:
     return [random_camera(g, H, H) for _ in range(n_views)]
 
 
+#: A decoded field is **degenerate** where its zero crossings (:func:`surface_points`) number fewer than
+#: this share of the ground-truth band's fine voxels (:func:`band_voxels`), none included. Measured at book
+#: scale on notebook 3's tuned runs (12 test shapes x 5 training seeds, 2026-12-07, one thread): trained
+#: ``full`` fields (lr 2.5e-3, 10% TSDF warm-up) hold 0.57-0.93 of the band's voxel count in zero crossings
+#: (1,168-5,622 points); ``focus_zoom`` (lr 1e-2) 0.55-0.95 on seeds 0-2 and 0.31-0.42 on seed 3 (1.5 times
+#: its floor, a poor but real surface); its collapsed seed 4 (8.5 times its floor) 0.0002-0.013 (1-26
+#: points). 5% sits 11x below the lowest trained ``full`` field and 4x above the highest collapsed one.
+#: The losing configurations of ``full``'s tuning grid (lr 5e-3 / 1e-2, validation CD-L1 3-5 times the
+#: best) fall on both sides (lowest shares 0.019-0.12; per configuration at least 65-200 points): they
+#: rank last either way. A collapsed field is filled with one sign (at the tanh limit -3h on every shape):
+#: it can render, but it holds no surface, so notebook 3's tuning and its equal-decoded-voxels snapshots
+#: treat a degenerate field like an empty one; a Chamfer ratio is blocked by an empty field of any row and
+#: by a degenerate field of its baseline only (the treatment's enter at their own score, against it).
+DEGENERATE_SHARE = 0.05
+
+
+def band_voxels(sd: ShapeData) -> int:
+    """Fine voxels of the ground-truth band of ``sd`` (those holding surface samples)."""
+    return int(sd.fine_occ.sum())
+
+
+def is_degenerate(n_points: int, n_band: int, share: float = DEGENERATE_SHARE) -> bool:
+    """Whether a field with ``n_points`` zero crossings is degenerate against a ground-truth band of
+    ``n_band`` fine voxels (fewer than ``share * n_band`` points; see :data:`DEGENERATE_SHARE`)."""
+    for name, v in (("n_points", n_points), ("n_band", n_band)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+    if isinstance(share, bool) or not (isinstance(share, (int, float)) and 0 < share < 1):
+        raise ValueError(f"share must lie in (0, 1), got {share!r}")
+    return n_points < share * n_band or n_points == 0
+
+
 @torch.no_grad()
 def score_field(grid: SparseGrid, s: Tensor, sd: ShapeData, index: int, taus: tuple, n_ref: int = 20000,
                 n_views: int = 2, H: int = 48, kappa: float = 0.1) -> dict:
-    """Scores of one decoded field of held-out shape ``index``: CD-L1, CD-L2 and F1 of its zero crossings
-    against fresh surface samples (a field without any zero crossing scores its fine voxel centres and
-    is flagged ``empty``), and, from ``n_views`` held-out cameras, the rendered **depth error** (mean
-    ``|D - D*|`` in fine voxels ``h`` over ground-truth foreground pixels rendered opaque) and **hole
-    fraction** (:func:`~icml26.focusing.metrics.hole_fraction`). The render metrics see what the render
-    loss sees; the Chamfer distance sees where the zero level sits (the two can disagree)."""
+    """Scores of one decoded field of held-out shape ``index``: CD-L1 (and its two directions,
+    ``cd_acc`` prediction -> ground truth and ``cd_comp`` ground truth -> prediction), CD-L2 and F1 of its
+    zero crossings against fresh surface samples, and, from ``n_views`` held-out cameras, the rendered
+    **depth error** (mean ``|D - D*|`` in fine voxels ``h`` over ground-truth foreground pixels rendered
+    opaque) and **hole fraction** (:func:`~icml26.focusing.metrics.hole_fraction`). The render metrics see
+    what the render loss sees; the Chamfer distance sees where the zero level sits (the two can disagree).
+
+    ``n_points`` counts the zero crossings, ``n_band`` the ground-truth band's fine voxels, and
+    ``degenerate`` flags a field with fewer points than :data:`DEGENERATE_SHARE` of the band (none
+    included); a degenerate field keeps its own score. Only a field without any zero crossing
+    (``empty``, also degenerate) has no points to score: it scores its fine voxel centres."""
     P = surface_points(grid, s)
-    empty = P.shape[0] == 0
+    n_points, n_band = int(P.shape[0]), band_voxels(sd)
+    empty = n_points == 0
     if empty:
         P = grid.centers()
     ref, _ = sample_surface(sd.mesh, n_ref, seed=10_000 + index)
@@ -276,8 +314,9 @@ def score_field(grid: SparseGrid, s: Tensor, sd: ShapeData, index: int, taus: tu
         both = gt["mask"] & (pr["mask"] >= 0.5)
         if both.any():
             errs.append(float((pr["depth"][both] - gt["depth"][both]).abs().mean()) / h)
-    r.update(kind=sd.mesh.kind, is_open=sd.mesh.is_open, empty=empty,
-             hole=sum(holes) / max(1, len(holes)), depth_err_h=sum(errs) / len(errs) if errs else math.nan)
+    r.update(kind=sd.mesh.kind, is_open=sd.mesh.is_open, empty=empty, n_points=n_points, n_band=n_band,
+             degenerate=is_degenerate(n_points, n_band), hole=sum(holes) / max(1, len(holes)),
+             depth_err_h=sum(errs) / len(errs) if errs else math.nan)
     return r
 
 

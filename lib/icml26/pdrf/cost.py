@@ -9,10 +9,12 @@ gpu scale only (smoke and book declare no items yet). Forecasting the test set i
 ``gpu_check`` batch per ``eval_batch`` chunk and generative model. Notebook 1 trains the toy flow twice for
 ``toy_steps``: one step of :func:`~icml26.pdrf.experiments.train_toy` (``toy_steps = 1``). Notebook 2 trains
 the learning-rate grid (:func:`~icml26.pdrf.experiments.lr_grid_study`: the U-Net and RF-x at each rate of
-``cfg.lr_grid`` on the first seed, sampling the validation set). Notebook 4 trains PDRF's learning-rate grid
-(the same rates) and the teacher sweep
-(:func:`~icml26.pdrf.experiments.teacher_sweep` with ``test=False``: one model per weight of ``cfg.ctrl_lambdas`` on
-the first seed, sampling the validation set). Notebook 5 trains the teacher controls
+``cfg.lr_grid`` on the first seed, sampling the validation set, then RF-x's ``cfg.lr_confirm_top`` best
+rates again on each of ``cfg.lr_confirm_seeds``). Notebook 4 trains PDRF's learning-rate grid (the same rates
+and the same confirmation runs) and the teacher sweep
+(:func:`~icml26.pdrf.experiments.teacher_sweep` with ``test=False, confirm=True``: one model per weight of
+``cfg.ctrl_lambdas`` on ``cfg.tune_seed``, then the best weights on ``cfg.lr_confirm_seeds``, sampling the
+validation set). Notebook 5 trains the teacher controls
 (:func:`~icml26.pdrf.experiments.teacher_controls`: per seed of ``cfg.ctrl_seeds``, RF-x and the tuned weight,
 the still teacher with ``cfg.ctrl_still``, the oracle teacher with ``cfg.ctrl_oracle``, RF-v and RF-v + teacher
 with ``cfg.ctrl_rf_v``, each for ``cfg.steps`` steps, sampling ``cfg.ctrl_n_test`` test sequences)"""
@@ -55,11 +57,15 @@ def notebooks(scale: str) -> dict:
     val_chunks = -(-pick(cfg, "ctrl_n_val", 0) // max(pick(cfg, "eval_batch", 1), 1))
     ctrl_chunks = -(-pick(cfg, "ctrl_n_test", 1) // max(pick(cfg, "eval_batch", 1), 1))
     n_rates = n_of(pick(cfg, "lr_grid", ()), 0)
-    n_lr = 2 * n_rates                                                   # NB2: the U-Net and RF-x per rate
+    confirm_kinds = pick(cfg, "lr_confirm_kinds", ())
+    n_confirm = n_of(pick(cfg, "lr_confirm_seeds", ()), 0) * pick(cfg, "lr_confirm_top", 0)
+    # NB2: the U-Net and RF-x per rate, then RF-x's confirmation runs
+    n_lr = 2 * n_rates + n_confirm * ("rf_x" in confirm_kinds)
     nb2 = [Item(f"U-Net train step ({n_lr} learning-rate grid models)", n_lr * pick(cfg, "steps", 0),
                 _kernel("pdrf train step")),
            Item("5-step sampling of one validation chunk", val_chunks * n_lr, _kernel("pdrf 5-step sampling"))]
-    n4 = n_rates + n_sweep                                               # NB4: PDRF per rate, then per weight
+    # NB4: PDRF per rate (+ confirm), per weight (+ the best weights' confirmation runs)
+    n4 = n_rates + n_confirm * ("pdrf" in confirm_kinds) + n_sweep + n_confirm
     nb4 = [Item(f"U-Net train step ({n4} PDRF learning-rate and teacher-weight models)", n4 * pick(cfg, "steps", 0),
                 _kernel("pdrf train step")),
            Item("5-step sampling of one validation chunk", val_chunks * n4, _kernel("pdrf 5-step sampling"))]
