@@ -503,6 +503,9 @@ def test_teacher_controls_runs_oracle_rf_v_teacher_and_cost():
     assert again.sum() == lcfg.lr_confirm_top and two["val_csi_m"][again].min() >= two["val_csi_m"][~again].max()
     assert np.allclose(two["mean"][again], (two["val_csi_m"][again] + two["confirm"][again].sum(1)) / 2)
     assert np.isnan(two["mean"][~again]).all() and np.allclose(two["val_csi_m"], sv["val_csi_m"])
+    tab = ex.sweep_table(two)
+    assert list(tab.columns[:3]) == ["validation CSI-M, seed 0", f"validation CSI-M, seed {lcfg.lr_confirm_seeds[0]}",
+                                     "validation CSI-M, mean"] and np.allclose(tab.iloc[:, 2], two["mean"], equal_nan=True)
     with pytest.raises(ValueError, match="confirm"):
         ex.teacher_sweep(lcfg, data, confirm=True)
     with pytest.raises(ValueError, match="lr_confirm_seeds"):

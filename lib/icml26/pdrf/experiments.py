@@ -441,6 +441,18 @@ def _check_data(data):
         raise ValueError("data must be control_data's result")
 
 
+def _confirm(first: np.ndarray, values: tuple, top: int, seeds: tuple, run) -> tuple[np.ndarray, np.ndarray]:
+    """Stage 2 of a choice on validation (:func:`lr_grid_study`, :func:`teacher_sweep`): the ``top`` best
+    ``values`` by their first-seed scores ``first`` train again on each of ``seeds`` (``run(value, seed)`` ->
+    validation CSI-M). Returns ``(confirm, mean)``: ``(n_values, n_seeds)`` scores and the mean over all the
+    tuning seeds, NaN where a value was not re-run (it lost on the first seed)."""
+    best = [values[i] for i in np.argsort(-np.asarray(first), kind="stable")[:top]]
+    c = np.full((len(values), len(seeds)), np.nan)
+    for v, s in tqdm([(v, s) for v in best for s in seeds], desc="confirming on more seeds", leave=False):
+        c[values.index(v), seeds.index(s)] = run(v, s)
+    return c, np.where(np.isnan(c[:, 0]), np.nan, (np.asarray(first) + c.sum(1)) / (1 + len(seeds)))
+
+
 def teacher_sweep(cfg, data: dict, seed: int | None = None, test: bool = True, lr_grid: dict | None = None,
                   confirm: bool = False) -> dict:
     """NB2: the teacher-weight sweep read on validation data (spec Sec. 3.6, P4; F15).
@@ -483,16 +495,11 @@ def teacher_sweep(cfg, data: dict, seed: int | None = None, test: bool = True, l
         more = tuple(cfg.lr_confirm_seeds)
         if seed in more or not more:
             raise ValueError(f"lr_confirm_seeds must be non-empty and exclude the sweep's seed {seed}, got {more!r}")
-        top = [lams[i] for i in np.argsort(-out["val_csi_m"], kind="stable")[:check_int("lr_confirm_top",
-                                                                                     cfg.lr_confirm_top)]]
-        c = np.full((len(lams), len(more)), np.nan)
-        jobs = [(lam, s) for lam in top for s in more]
-        for lam, s in tqdm(jobs, desc="confirming on more seeds", leave=False):
-            c[lams.index(lam), more.index(s)] = _control_run(cfg, data, s, "rf_x" if lam == 0 else "pdrf",
-                                                             "none" if lam == 0 else "est", lam, val=True,
-                                                             test=False)["val_csi_m"]
-        res["confirm"] = c
-        res["mean"] = np.where(np.isnan(c[:, 0]), np.nan, (out["val_csi_m"] + c.sum(1)) / (1 + len(more)))
+        res["confirm_seeds"] = more
+        res["confirm"], res["mean"] = _confirm(
+            out["val_csi_m"], lams, check_int("lr_confirm_top", cfg.lr_confirm_top), more,
+            lambda lam, s: _control_run(cfg, data, s, "rf_x" if lam == 0 else "pdrf", "none" if lam == 0 else "est",
+                                        lam, val=True, test=False)["val_csi_m"])
     return res
 
 
@@ -625,17 +632,9 @@ def lr_grid_study(cfg, data: dict, seed: int | None = None, kinds: tuple = LR_KI
     for kind in kinds:
         out[kind] = np.array([vals[(kind, lr)] for lr in lrs])
         out["tune_seeds"][kind] = (seed,)
-    second = [k for k in kinds if k in cfg.lr_confirm_kinds and confirm]
-    best = {k: [lrs[i] for i in np.argsort(-out[k], kind="stable")[:top]] for k in second}
-    jobs = [(k, lr, s) for k in second for lr in best[k] for s in confirm]
-    more = {(k, lr, s): run(k, lr, s) for k, lr, s in tqdm(jobs, desc="confirming on more seeds", leave=False)}
-    for kind in second:
-        c = np.full((len(lrs), len(confirm)), np.nan)
-        for i, lr in enumerate(lrs):
-            if lr in best[kind]:
-                c[i] = [more[(kind, lr, s)] for s in confirm]
-        out["confirm"][kind] = c
-        out["mean"][kind] = np.where(np.isnan(c[:, 0]), np.nan, (out[kind] + c.sum(1)) / (1 + len(confirm)))
+    for kind in [k for k in kinds if k in cfg.lr_confirm_kinds and confirm]:
+        out["confirm"][kind], out["mean"][kind] = _confirm(out[kind], lrs, top, confirm,
+                                                           lambda lr, s, kind=kind: run(kind, lr, s))
         out["tune_seeds"][kind] = (seed, *confirm)
     return out
 
@@ -668,8 +667,13 @@ def lr_table(lg: dict) -> pd.DataFrame:
 
 
 def sweep_table(sweep: dict) -> pd.DataFrame:
-    """:func:`teacher_sweep`'s result as a table, one row per teacher weight."""
-    return pd.DataFrame({"validation CSI-M": sweep["val_csi_m"], "test CSI-M": sweep["test_csi_m"],
-                         "MSE to X_SL (test)": sweep["test_adv"],
-                         "frequency bias at 0.55 (test)": sweep["test_bias"]},
-                        index=pd.Index(sweep["lambdas"], name="lambda"))
+    """:func:`teacher_sweep`'s result as a table, one row per teacher weight; with ``confirm`` also the
+    validation CSI-M on each confirmation seed and the mean over the tuning seeds (empty where not re-run)."""
+    cols = {"validation CSI-M": sweep["val_csi_m"]}
+    if "confirm" in sweep:
+        cols = {f"validation CSI-M, seed {sweep['seed']}": sweep["val_csi_m"]}
+        cols.update({f"validation CSI-M, seed {s}": sweep["confirm"][:, j] for j, s in enumerate(sweep["confirm_seeds"])})
+        cols["validation CSI-M, mean"] = sweep["mean"]
+    cols.update({"test CSI-M": sweep["test_csi_m"], "MSE to X_SL (test)": sweep["test_adv"],
+                 "frequency bias at 0.55 (test)": sweep["test_bias"]})
+    return pd.DataFrame(cols, index=pd.Index(sweep["lambdas"], name="lambda"))
