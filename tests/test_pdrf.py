@@ -243,6 +243,26 @@ def test_unet_shapes_and_training_smoke():
         assert p.shape == (4, 8, 32, 32)
 
 
+def test_train_foreach_adamw_is_bit_identical_to_the_loop(monkeypatch):
+    # train() asks AdamW for its foreach path (fewer dispatches on the CPU); the weights must be the
+    # per-parameter loop's, bit for bit, or every book number would have moved with the speed-up
+    cfg = m.preset("smoke")
+    x = m.generate_radar(8, cfg.radar, _gen(0))
+    teacher = torch.rand(8, cfg.radar.t_out, cfg.radar.H, cfg.radar.W, generator=_gen(1))
+
+    def run():
+        torch.manual_seed(0)
+        ema, hist = m.train(ex.make_unet(cfg, "pdrf"), "pdrf", x, 6, batch_size=4, lr=1e-2, lambda_phy=10.0,
+                            teacher=teacher, progress=False, ema_every=2, generator=_gen(2))
+        return torch.cat([p.flatten() for p in ema.parameters()]), hist["loss"]
+
+    fast = run()
+    adamw = torch.optim.AdamW
+    monkeypatch.setattr(torch.optim, "AdamW", lambda *a, **k: adamw(*a, **{**k, "foreach": False}))
+    loop = run()
+    assert torch.equal(fast[0], loop[0]) and fast[1] == loop[1]
+
+
 def test_patch_unet_shapes_cost_and_light_evaluation():
     # the book's U-Net folds 2 x 2 pixel blocks into channels: same input/output shapes, a grid half
     # as fine inside; the trimmed-FSS evaluation gives the same scores as the full one

@@ -36,9 +36,12 @@ class NB1Preset:
     case_ref_steps: int = 512      # float64 RK4 steps of each comparison seed's reference
 
     def dry_run(self) -> NB1Preset:
-        """Loop counts cut (training steps, NFE grids, oracle substeps, reference steps); sizes and batch kept."""
+        """Loop counts cut (training steps, NFE grids, oracle substeps, reference steps, evaluation
+        points: the gpu's 20,000 test points alone cost three minutes of CPU per dry run); widths and the
+        training batch kept."""
         return replace(self, side_steps=3, ablation_steps=3, nfes=(3, 5, 10), oracle_nfes=self.oracle_nfes[:4],
-                       oracle_substeps=4, case_ref_steps=64)
+                       oracle_substeps=4, case_ref_steps=64, n_eval=min(self.n_eval, 512),
+                       oracle_points=min(self.oracle_points, 64), probe_points=min(self.probe_points, 64))
 
 
 @dataclass(frozen=True)
@@ -65,9 +68,11 @@ class LearnedPreset:
     n_val: int = 512               # validation noise draws the solvers' grids are tuned on
 
     def dry_run(self) -> LearnedPreset:
-        """Loop counts cut (training steps, NFE grid, reference steps); widths, batches and sizes kept."""
+        """Loop counts cut (training steps, NFE grid, reference steps, evaluation and validation points);
+        widths and training batches kept."""
         return replace(self, backbone_steps=3, side_steps=3, ablation_steps=min(self.ablation_steps, 3),
-                       nfes=self.nfes[:3], ref_steps=8, n_boot=2)
+                       nfes=self.nfes[:3], ref_steps=8, n_boot=2, n_eval=min(self.n_eval, 256),
+                       n_val=min(self.n_val, 128))
 
 
 SHIFTS = tuple(round(2 ** (k / 2), 3) for k in range(-4, 4))

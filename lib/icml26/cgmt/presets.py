@@ -31,16 +31,18 @@ class CGMTPreset:
     n_boot: int = 2000          # bootstrap resamples for intervals
 
     def dry_run(self) -> CGMTPreset:
-        """Loop counts cut (seeds, alpha grid, the p and delta grids, AO points, bootstrap), sizes kept.
+        """Loop counts cut (seeds, alpha grid, the p and delta grids, AO points, bootstrap, test points),
+        sizes kept.
 
-        ``p``, ``n_test`` and the quadrature sizes stay as they are, so the dry run exercises the
-        gpu configuration's main shapes. The alpha grid keeps its smallest value and the p grids
-        their three (two) smallest: the cost of batched Newton grows as ``n p^2``, and the larger
-        grid points run the same code at larger shapes only.
+        ``p`` and the quadrature sizes stay as they are, so the dry run exercises the gpu
+        configuration's main shapes. The alpha grid keeps its smallest value and the p grids their
+        three (two) smallest: the cost of batched Newton grows as ``n p^2``, and the larger grid points
+        run the same code at larger shapes only. The test set is cut to 20,000 points (the gpu's
+        100,000 x 2,000 test matrices cost minutes of CPU per dry run and exercise no other code).
         """
         return replace(self, alphas=self.alphas[:1], seeds=2, p_grid=self.p_grid[:3], p_grid_seeds=2,
                        hinge_seeds=1, p_grid_reg=self.p_grid_reg[:2], reg_seeds=1, n_t=3,
-                       deltas=self.deltas[:2], n_boot=50)
+                       deltas=self.deltas[:2], n_boot=50, n_test=min(self.n_test, 20000))
 
 
 PRESETS = {

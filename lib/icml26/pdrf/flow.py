@@ -249,7 +249,9 @@ def train(model: nn.Module, kind: str, train_frames: torch.Tensor, steps: int, b
             raise ValueError(f"teacher must have shape {(N, t_out, *train_frames.shape[2:])}, got {tuple(teacher.shape)}")
         teacher = teacher.to(dev)
     gen = generator if generator is not None else torch.Generator().manual_seed(0)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    # foreach: the per-parameter loop's arithmetic in one call per operation (bit-identical, tested;
+    # on the CPU torch's default is the loop, which costs about 5% of a book step more)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0, foreach=True)
     warm = max(1, int(warmup_frac * steps))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _cosine_lr(s, steps, warm))
     ema = copy.deepcopy(model).eval()
