@@ -2,9 +2,13 @@
 
 Each training item is one real step of :func:`~icml26.sfconvcnp.experiments.train_np` (``n_steps=1``: task
 sampling, loss, backward, clipping, AdamW, the scheduler and the loss read back), evaluation items one
-batch of :func:`~icml26.sfconvcnp.experiments.evaluate_np`; counts are models x seeds x steps. Notebook 2 runs
-``cfg.notebook2()`` and trains each model ``len(lr_grid)`` more times (the learning-rate tuning runs on the
-tuning seed, scored on ``val_batches`` validation batches)."""
+batch of :func:`~icml26.sfconvcnp.experiments.evaluate_np`; counts are models x seeds x steps. Notebooks 2
+(GP-RBF) and 3 (periodic GPs) run ``cfg.notebook2()`` and train each model ``len(lr_grid) + lr_extensions``
+more times (the learning-rate tuning runs on the tuning seed, scored on ``val_batches`` validation batches): the grid
+grows past an end while a best value sits there, at most ``lr_extensions`` times, one value per extension when the
+best values sit at one end, so this is the largest grid of one-sided growth (book: 3 + 3 = 6 values). A tuning that
+stops earlier trains fewer; one that extends both sides at once (best values at opposite ends) trains more, up to
+``len(lr_grid) + 2 * lr_extensions``."""
 
 from __future__ import annotations
 
@@ -57,16 +61,17 @@ def notebooks(scale: str) -> dict:
                  key=f"train {n}") for n in saw]
     nb1 += [Item(f"sawtooth {n} test batch", seeds * tb, _eval(cfg, n, sample_sawtooth_tasks)) for n in saw]
     c2 = cfg.notebook2() if hasattr(cfg, "notebook2") else cfg
-    runs = n_of(pick(c2, "seeds"), 1) + n_of(pick(c2, "lr_grid"), 0)      # test seeds + tuning runs
-    vb = n_of(pick(c2, "lr_grid"), 0) * pick(c2, "val_batches", 0)
+    n_lr = n_of(pick(c2, "lr_grid"), 0) + pick(c2, "lr_extensions", 0)    # the largest grid the tuning can reach
+    runs = n_of(pick(c2, "seeds"), 1) + n_lr                              # test seeds + tuning runs
+    vb = n_lr * pick(c2, "val_batches", 0)
     pre = "" if (c2.sf, c2.convcnp) == (cfg.sf, cfg.convcnp) else "nb2 "   # same sizes: share the measurement
     nb2 = [Item(f"GP-RBF {n} train step", runs * pick(c2, "steps_rbf", 0),
                 _train(c2, n, sample_gp_tasks, kernel="rbf"), key=f"{pre}train {n}") for n in gp]
     nb2 += [Item(f"GP-RBF {n} test batch", n_of(pick(c2, "seeds"), 1) * tb * n_of(pick(c2, "shifts"), 1) + vb,
                  _eval(c2, n, sample_gp_tasks, oracle=True, kernel="rbf"), key=f"{pre}test {n}") for n in gp]
-    nb2 += [Item(f"periodic {n} train step", runs * pick(c2, "steps_periodic", 0),
+    nb3 = [Item(f"periodic {n} train step", runs * pick(c2, "steps_periodic", 0),
                  _train(c2, n, sample_gp_tasks, kernel="periodic"), key=f"{pre}train {n}",
                  note="measured as the GP-RBF step of the same model (same sizes)" if n in gp else "") for n in per]
-    nb2 += [Item(f"periodic {n} test batch", 2 * n_of(pick(c2, "seeds"), 1) * tb + vb,
+    nb3 += [Item(f"periodic {n} test batch", 2 * n_of(pick(c2, "seeds"), 1) * tb + vb,
                  _eval(c2, n, sample_gp_tasks, oracle=True, kernel="periodic"), key=f"{pre}test {n}") for n in per]
-    return {"01-set-fourier-convolution": nb1, "02-neural-processes": nb2}
+    return {"01-set-fourier-convolution": nb1, "02-neural-processes": nb2, "03-periodic-extrapolation": nb3}
