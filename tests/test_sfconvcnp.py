@@ -216,6 +216,25 @@ def test_prior_predictive_is_the_closed_form_and_below_the_oracle():
     assert float(ex.prior_loglik(task).mean()) < float(m.gp_oracle_loglik(task).mean())
 
 
+def test_loglik_by_reach_splits_the_same_tasks_evaluate_np_scores():
+    # every task has the same number of queries, so the query-weighted mean of the two groups is
+    # evaluate_np's mean over tasks (model and prior predictive alike)
+    from functools import partial
+
+    model = m.ConvCNP(channels=8, n_layers=2, points_per_unit=16)
+    sampler = partial(m.sample_gp_tasks, 4, kernel="periodic", split="extrapolate", n_target=(12, 12))
+    by = ex.loglik_by_reach({"ConvCNP": model}, sampler, model.receptive_halfwidth, n_batches=3, seed=7)
+    ref = ex.evaluate_np(model, sampler, 3, seed=7, oracle=True)
+    w = by.queries / by.queries.sum()
+    assert list(by.index) == ["within", "beyond"] and by.queries.sum() == 3 * 4 * 12
+    assert abs(float((by["ConvCNP"] * w).sum()) - ref["loglik"]) < 1e-5
+    assert abs(float((by["prior predictive (no context)"] * w).sum()) - ref["prior_loglik"]) < 1e-12
+    with pytest.raises(ValueError, match="reach"):
+        ex.loglik_by_reach({"ConvCNP": model}, sampler, 0.0)
+    with pytest.raises(TypeError, match="models"):
+        ex.loglik_by_reach({}, sampler, 1.0)
+
+
 def test_tuning_and_comparison_follow_the_protocol():
     """Learning rates are tuned on the validation task seed from the tuning seed (never a test seed);
     the comparison has one score per training seed, the same grid for every model, a cost per row,

@@ -143,7 +143,6 @@ class DigitsEvaluator:
         return float((torch.as_tensor(pred) == labels.cpu()).double().mean())
 
 
-
 def _flops_per_sample(fn: Callable[[int], object], n: int = 64) -> float:
     return count_flops(lambda: fn(n)) / n
 

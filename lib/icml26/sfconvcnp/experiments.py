@@ -142,13 +142,40 @@ def evaluate_np(model: nn.Module, sampler, n_batches: int = 20, seed: int = 1234
     return out
 
 
-def prior_loglik(task: Task) -> torch.Tensor:
+def prior_loglik(task: Task, per_query: bool = False) -> torch.Tensor:
     """Per-task mean log-likelihood of the queries under the GP *prior* predictive
     ``N(0, 1 + noise^2)`` (unit output scale): a predictor that ignores the context, the
-    no-treatment row of the notebook-2 comparisons; ``[B]`` float64."""
+    no-treatment row of the notebook-2 comparisons; ``[B]`` float64 (``per_query``: every query's
+    own, the shape of ``task.yq``)."""
     var = 1.0 + float(task.meta.get("noise_std", 0.0)) ** 2 + 1e-6
     y = task.yq.double()
-    return (-0.5 * (math.log(2 * math.pi * var) + y ** 2 / var)).mean((1, 2))
+    ll = -0.5 * (math.log(2 * math.pi * var) + y ** 2 / var)
+    return ll if per_query else ll.mean((1, 2))
+
+
+def loglik_by_reach(models: dict, sampler, reach: float, n_batches: int = 20, seed: int = TEST_TASK_SEED,
+                    device="cpu", prior: str = "prior predictive (no context)") -> pd.DataFrame:
+    """Query log-likelihood split by distance to the context: on the tasks :func:`evaluate_np` draws
+    from ``seed`` (the same tasks, the same models), each query is *within* ``reach`` of its nearest
+    context input or *beyond* it (e.g. a ConvCNP's receptive half-width). Returns one row per group:
+    the mean log-likelihood of every model of ``models`` (``{label: model}``) and of the prior predictive
+    (column ``prior``, :func:`prior_loglik`) over that group's queries, and ``queries``, their number."""
+    if not isinstance(models, dict) or not models or not all(isinstance(v, nn.Module) for v in models.values()):
+        raise TypeError(f"models must be a non-empty dict of label -> nn.Module, got {type(models).__name__}")
+    if isinstance(reach, bool) or not isinstance(reach, (int, float)) or not math.isfinite(reach) or reach <= 0:
+        raise ValueError(f"reach must be a positive finite number, got {reach!r}")
+    gen, parts = torch.Generator().manual_seed(seed), []
+    with torch.no_grad():
+        for _ in range(n_batches):
+            task = sampler(generator=gen, device=device)
+            col = {a: model(task.xc, task.yc, task.xq).log_prob(task.yq).double() for a, model in models.items()}
+            col[prior] = prior_loglik(task, per_query=True)
+            col["beyond"] = (task.xq - task.xc.transpose(1, 2)).abs().amin(-1, keepdim=True) > reach
+            parts.append(pd.DataFrame({k: v.flatten().cpu().numpy() for k, v in col.items()}))
+    q = pd.concat(parts, ignore_index=True)
+    where = q.pop("beyond").map({False: "within", True: "beyond"})
+    out = q.groupby(where).mean().assign(queries=q.groupby(where).size())
+    return out.reindex(["within", "beyond"])
 
 
 def context_moments_loglik(task: Task) -> torch.Tensor:
