@@ -215,6 +215,20 @@ def test_a_cell_timeout_is_one_line(tmp_path):
     assert "--cell-timeout 3 s" in failed[0] and "import time" in failed[0]
 
 
+def test_the_worker_imports_neither_torch_nor_the_iri_grammar():
+    """The worker (a script, ``-P``) drives papermill only: no torch (1.8 s) and no rfc3987_syntax
+    grammar (2.3 s) at each notebook's start."""
+    from icml26.book.execute import WORKER
+
+    code = ("import runpy, sys\n"
+            f"runpy.run_path({str(WORKER)!r}, run_name='worker')\n"
+            "import jupytext, papermill, nbformat.validator\n"
+            "print('torch' in sys.modules, sys.modules.get('rfc3987_syntax') is not None)")
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
+
+
 def test_one_line():
     assert one_line("a\n\n  b  \nc") == "a; b; c"
     assert len(one_line("x" * 1000)) == 600

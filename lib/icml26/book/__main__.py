@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 
 from ..core.scale import DRY_ENV, SCALES
 from .checks import check_notebook, nbval
-from .execute import execute_one, one_line, run, summary_table
+from .execute import one_line, run, summary_table
 from .site import build
 from .sources import BookError, find_root, select, source_problems
 
@@ -82,12 +81,6 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--force", action="store_true", help="execute even when the cache is fresh")
     imported = sub.add_parser("import-ledger", help="accept a reader's `verify --scale gpu` report as gpu evidence")
     imported.add_argument("report", type=Path, help="the verify-<chapter>-gpu.json a reader attached")
-    worker = sub.add_parser("_execute")
-    worker.add_argument("src", type=Path)
-    worker.add_argument("out", type=Path)
-    worker.add_argument("--scale", type=_scale, required=True)
-    worker.add_argument("--cwd", type=Path, required=True)
-    worker.add_argument("--cell-timeout", type=_positive, default=900)
     return parser
 
 
@@ -112,10 +105,6 @@ def main(argv: list[str] | None = None) -> int:
             raise BookError("a command is needed: run, nbval, build, all, check, student, verify or import-ledger "
                             "(see --help)")
         _default_timeouts(args)
-        if args.command == "_execute":
-            report = execute_one(args.src, args.out, args.scale, args.cwd, args.cell_timeout)
-            print(json.dumps(report))
-            return 1 if report["error"] else 0
         if getattr(args, "dry", False):
             if args.scale != "gpu":
                 raise BookError(f"--dry needs --scale gpu, got --scale {args.scale}")

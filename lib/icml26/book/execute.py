@@ -1,6 +1,6 @@
 """Execute notebooks with papermill, several at a time, re-running only what changed.
 
-Each notebook runs in its own worker process (``python -m icml26.book _execute``), so that its
+Each notebook runs in its own worker process (:mod:`icml26.book.worker`, run as a script), so that its
 peak memory can be read from the kernel it started and its environment (threads, scale, ledger
 folder) is its own.
 
@@ -35,7 +35,6 @@ import fcntl
 import hashlib
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -49,6 +48,9 @@ from pathlib import Path
 
 from ..core.scale import DRY_ENV, dry_run_enabled
 from .sources import BookError, Notebook, content_hash
+from .worker import one_line
+
+WORKER = Path(__file__).with_name("worker.py")  # run as a script: see its docstring
 
 TOKEN_ENV = "ICML26_RUN_TOKEN"
 RUNNER_ENV = "ICML26_RUNNER"  # "<pid>-<start time>" of the runner that started a worker
@@ -107,76 +109,6 @@ def _claims(folder: Path) -> tuple[int, int]:
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def one_line(text: str, limit: int = 600) -> str:
-    """An error message on one line: its non-empty lines joined with '; ', shortened to ``limit``."""
-    line = "; ".join(part.strip() for part in str(text).splitlines() if part.strip())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def execute_one(src: Path, out: Path, scale: str, cwd: Path, cell_timeout: int) -> dict:
-    """Worker: convert ``src`` with jupytext, run it with papermill; returns a JSON-able report."""
-    import jupytext
-    import papermill as pm
-    from nbclient.exceptions import CellTimeoutError
-    from papermill.exceptions import PapermillExecutionError
-
-    notebook = jupytext.read(src)
-    notebook.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    error = ""
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        staged = Path(tmp) / out.name
-        jupytext.write(notebook, staged, fmt="ipynb")
-        try:
-            pm.execute_notebook(
-                str(staged), str(out), parameters={"SCALE": scale}, kernel_name="python3",
-                cwd=str(cwd), progress_bar=False, execution_timeout=cell_timeout, log_output=False,
-            )
-        except PapermillExecutionError as exc:
-            first = exc.source.strip().splitlines()[0] if exc.source.strip() else ""
-            number = failed_cell_number(out)
-            where = f"code cell {number}" if number else f"the cell run as In [{exc.exec_count}]"
-            error = f"{where} ({first[:60]!r}): {exc.ename}: {one_line(exc.evalue)}"
-        except CellTimeoutError as exc:
-            lines = [ln.strip() for ln in str(exc).splitlines()]
-            preview = lines[lines.index("-------------------") + 1] if "-------------------" in lines[:-1] else ""
-            number = failed_cell_number(out)
-            error = (f"{f'code cell {number}' if number else 'a cell'} ran longer than --cell-timeout "
-                     f"{cell_timeout} s" + (f" ({preview[:60]!r})" if preview else ""))
-        except Exception as exc:  # kernel died, bad notebook
-            error = f"{type(exc).__name__}: {one_line(exc)}"
-    seconds = time.perf_counter() - start
-    kernel, worker = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
-    peak_mib = kernel.ru_maxrss / 2**20 if sys.platform == "darwin" else kernel.ru_maxrss / 1024
-    cpu = kernel.ru_utime + kernel.ru_stime + worker.ru_utime + worker.ru_stime
-    return {"seconds": seconds, "peak_mib": peak_mib, "cpu_seconds": cpu, "error": error}
-
-
-def failed_cell_number(executed: Path) -> int | None:
-    """The number of the code cell where papermill stopped, counting the source's code cells from 1
-    as ``check`` does: papermill's injected parameters cell is not counted. ``None`` when the
-    executed notebook cannot be read."""
-    try:
-        cells = json.loads(executed.read_text())["cells"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    number, last_run = 0, None
-    for cell in cells:
-        if cell.get("cell_type") != "code":
-            continue
-        meta = cell.get("metadata", {})
-        if "injected-parameters" in meta.get("tags", []):
-            continue
-        number += 1
-        state = meta.get("papermill", {})
-        if state.get("exception"):
-            return number
-        if state.get("status") not in (None, "pending"):
-            last_run = number  # a timed-out cell is the last one papermill started
-    return last_run
 
 
 # -- processes -------------------------------------------------------------------------------------
@@ -422,7 +354,8 @@ def _run_worker(root: Path, nb: Notebook, scale: str, label: str, threads: int, 
         env[DRY_ENV] = "1"
     else:
         env.pop(DRY_ENV, None)
-    cmd = [sys.executable, "-m", "icml26.book", "_execute", str(nb.path), str(out),
+    # -P: the worker is a script inside the package; its folder must not shadow other modules
+    cmd = [sys.executable, "-P", str(WORKER), str(nb.path), str(out),
            "--scale", scale, "--cwd", str(nb.path.parent), "--cell-timeout", str(cell_timeout)]
     start = time.perf_counter()
     report: dict = {}

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+# The mime-type prefix myst-nb's ``glue`` gives a value glued without display
+# (``myst_nb.ext.glue.GLUE_PREFIX``); the book's build reads glued values back by it.
+GLUE_PREFIX = "application/papermill.record/"
+
 
 def report(key: str, value: Any, *, display: bool = False) -> Any:
     """Glue ``value`` under ``key`` for MyST (``{glue:text}`key:.3f```) and return it.
@@ -24,7 +28,22 @@ def report(key: str, value: Any, *, display: bool = False) -> Any:
     except ImportError:  # pragma: no cover - IPython ships with the book extra
         in_kernel = False
     if in_kernel:
-        from myst_nb import glue
-
-        glue(key, value, display=display)
+        glue_output(key, value, display=display)
     return value
+
+
+def glue_output(key: str, value: Any, *, display: bool = False) -> None:
+    """Emit the output myst-nb's ``glue(key, value, display)`` emits, without importing myst-nb.
+
+    The output is the value's display bundle, its mime types prefixed with :data:`GLUE_PREFIX`
+    unless it is displayed, and ``{"scrapbook": {"name": key, "mime_prefix": prefix}}`` in its
+    metadata (``tests/test_core.py`` compares the two). Importing ``myst_nb.ext.glue`` imports
+    nbformat and its JSON-schema validator, 2.4 s of every kernel's start; IPython is loaded already.
+    """
+    from IPython.core.formatters import format_display_data
+    from IPython.display import display as ipy_display
+
+    bundle, metadata = format_display_data(value)
+    prefix = "" if display else GLUE_PREFIX
+    metadata["scrapbook"] = dict(name=key, mime_prefix=prefix)
+    ipy_display({prefix + mime: data for mime, data in bundle.items()}, raw=True, metadata=metadata)
