@@ -274,6 +274,31 @@ def test_bad_sample_and_setting():
         ex.time_per_step("lora", small_model(), 4)
 
 
+def test_clock_on_the_cpu_is_process_time(monkeypatch, one_thread):
+    """On the CPU a step's cost is process CPU time: a step that only waits (as a process on a busy
+    machine waits for a core) costs about nothing, where wall time would count the wait."""
+    import time
+
+    assert ex.clock("cpu") is time.process_time
+    m = small_model()
+    real = ex.ct_prompt
+
+    def sleepy(*a, steps=0, **kw):  # waits 0.25 s per step, besides its real (small) work
+        time.sleep(0.25 * steps)
+        return real(*a, steps=steps, **kw)
+
+    monkeypatch.setattr(ex, "ct_prompt", sleepy)
+    t0 = time.perf_counter()
+    s = ex.time_per_step("ct-prompt", m, 4, n_tasks=1, steps=3, repeats=1)
+    assert time.perf_counter() - t0 > 0.75  # the sleeps happened
+    assert s < 0.125  # but do not count (wall time would give >= 0.25 per step)
+    r = ex.run_method("icl", m, ex.subset(ct.sample_tasks(2, 4, 5, ct.ICLTaskConfig(dim=m.dim),
+                                                          torch.Generator().manual_seed(0)), 2), ct.preset("smoke"), None)
+    assert 0 <= r["seconds"] < 0.5
+    with pytest.raises(ValueError, match="method"):
+        ex.time_per_step("ct-kv (no loo)", m, 4)
+
+
 # ----------------------------------------------------------------------------------------- cuda
 @pytest.mark.cuda
 def test_ct_kv_cuda_matches_cpu(model):

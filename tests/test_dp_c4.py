@@ -351,6 +351,37 @@ def test_gathered_batches_equal_dense_reference(small):
     assert float((sgd.x - x).abs().max()) < 1e-12
 
 
+def test_in_place_fast_step_and_gradient_buffers_are_bit_identical(small):
+    """The fast loops reuse one gradient buffer (``per_sample_grads(out=)``) and clip in place: the same
+    values bit for bit as a fresh tensor and ``_clip_rows_fast(G - h) * mask``."""
+    import functools
+
+    from icml26.dp_c4.method import _clip_rows_fast, _dp_c4_step, _dp_c4_step_inplace, _Guard
+
+    train, _, _ = small
+    mlp, _ = m.digits_mlp(hidden=5)
+    for prob, x in ((train, torch.randn(3, train.dim, dtype=torch.float64)), (mlp, mlp.init(3, seed=2))):
+        idx = torch.stack([torch.randperm(prob.n, generator=torch.Generator().manual_seed(r))[:9] for r in range(3)])
+        for ix in (idx, None):
+            G = prob.per_sample_grads(x, ix)
+            buf = torch.full_like(G, float("nan"))
+            assert prob.per_sample_grads(x, ix, out=buf) is buf and torch.equal(buf, G)
+        with pytest.raises(ValueError, match="out must be"):
+            prob.per_sample_grads(x, idx, out=torch.empty(3, 8, prob.dim, dtype=x.dtype))
+        with pytest.raises(ValueError, match="out needs runs"):
+            prob.per_sample_grads(x[0], out=torch.empty(prob.n, prob.dim, dtype=x.dtype))
+        G = prob.per_sample_grads(x, idx)
+        h = 0.3 * torch.randn(G.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64).to(G)
+        mask = (torch.arange(9) < 6).to(G).expand(3, 9).clone()
+        C, H, z = torch.tensor([0.05, 0.5, 5.0]).to(G), torch.randn(3, prob.dim).to(G), torch.randn(3, prob.dim).to(G)
+        guard = _Guard(G.device)
+        g, h1, H1, _, Delta = _dp_c4_step(G, h, H, mask, C, z, 0.1, prob.n, functools.partial(_clip_rows_fast, guard=guard))
+        G2, h2 = G.clone(), h.clone()
+        g2, H2, dsum = _dp_c4_step_inplace(G2, h2, H, mask, C, z, 0.1, prob.n, guard)
+        assert torch.equal(g, g2) and torch.equal(H1, H2) and torch.equal(G2, Delta) and torch.equal(h2, h1)
+        assert torch.equal(dsum, Delta.sum(1)) and guard.held()
+
+
 def test_drop_tilt_removes_the_accumulated_noise(small):
     train, _, xs = small
     sch = m.StagedSchedule(m.geometric_thresholds(0.5, 0.9, 20), torch.full((20,), 3.0), 1)

@@ -246,7 +246,7 @@ def test_tuning_and_comparison_follow_the_protocol():
     with pytest.raises(ValueError, match="tune_seed"):
         ex.tune_models(replace(cfg, tune_seed=0), ["cnp"], None, None, 1)
     study = ex.run_periodic_study(cfg, progress=False)
-    assert set(study["tuned"]) == {"ConvCNP", "SFConvCNP", "SFConvCNP-matched"}
+    assert set(study["tuned"]) == {"ConvCNP", "ConvCNP (wide reach)", "SFConvCNP", "SFConvCNP-matched"}
     assert all(t.n_configs == len(cfg.lr_grid) for t in study["tuned"].values())
     cmp = ex.comparison(cfg, study, "extrapolate")
     assert cmp.seeds == [0, 1] and cmp.rows["prior predictive (no context)"].control
@@ -309,6 +309,28 @@ def test_matched_sfconvcnp_has_about_the_convcnp_parameter_count():
         assert n["sfconvcnp"] > 2 * n["sfconvcnp-matched"]
         mt = ex.make_model("sfconvcnp-matched", cfg)
         assert len(mt.ctx_blocks) == cfg.sf["n_blocks"] and mt.decoder[0].in_features == cfg.sf["channels"]
+
+
+def test_wide_reach_convcnp_is_the_convcnp_on_a_coarser_grid():
+    """The receptive-field control of notebook 3: the ConvCNP's layers, kernel and channels (and, per seed, its
+    initial weights) on a coarser grid, whose reach covers the 3-unit extrapolation region at every scale while
+    the ConvCNP's does not; only ``points_per_unit`` may be overridden."""
+    from dataclasses import replace
+
+    for scale in ("smoke", "book", "gpu"):
+        cfg = m.preset(scale).notebook2()
+        conv, wide = ex.make_model("convcnp", cfg, seed=3), ex.make_model("convcnp-wide", cfg, seed=3)
+        assert wide.ppu < conv.ppu and wide.receptive_halfwidth >= 3.0 > conv.receptive_halfwidth, scale
+        assert wide.n_layers == conv.n_layers and m.n_params(wide) == m.n_params(conv)
+        sc, sw = conv.state_dict(), wide.state_dict()
+        assert all(torch.equal(sc[k], sw[k]) for k in sc if "raw" not in k)     # SetConv widths scale with the grid
+        assert abs(wide.encoder.lengthscale().item() * wide.ppu - conv.encoder.lengthscale().item() * conv.ppu) < 1e-3
+    cfg = m.preset("smoke")
+    for bad in (dict(points_per_unit=4, kernel_size=21), dict(n_layers=8), [("points_per_unit", 4)]):
+        with pytest.raises(ValueError, match="convcnp_wide"):
+            ex.make_model("convcnp-wide", replace(cfg, convcnp_wide=bad))
+    with pytest.raises(ValueError, match="points_per_unit"):
+        ex.make_model("convcnp-wide", replace(cfg, convcnp_wide=dict(points_per_unit=0)))
 
 
 def test_notebook2_preset_overrides_sizes_and_seeds():

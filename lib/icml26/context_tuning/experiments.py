@@ -61,11 +61,29 @@ def subset(t: dict, n: int) -> dict:
     return {k: (v[:n] if torch.is_tensor(v) else v) for k, v in t.items()}
 
 
+def clock(device="cpu"):
+    """The clock of the cost measurements (:func:`run_method`, :func:`time_per_step`) on ``device``: a
+    function returning seconds. On the CPU it is the process's CPU time (``time.process_time``), which a busy
+    machine does not stretch: a process that waits for a core accrues none, where its wall time would grow
+    with every other process's load (a ratio of two short wall timings on a shared machine is mostly noise).
+    It counts every thread of the process: the notebooks pin one torch thread, so it is the work of one core.
+    On a GPU the work runs on the device while the host waits, so the clock is wall time
+    (``time.perf_counter``) after synchronising the device."""
+    if torch.device(device).type == "cpu":
+        return time.process_time
+
+    def tick():
+        synchronize(device)
+        return time.perf_counter()
+    return tick
+
+
 def run_method(method: str, model, t: dict, cfg, generator: torch.Generator, ttt_lr: float = 1e-4, *,
                lr: float | None = None, steps: int | None = None, ttt_steps: int | None = None,
                adapted=None, n_virtual: int | None = None) -> dict:
     """Run one method on a batch of tasks; returns per-task query MSE (numpy ``[B]``) and seconds per task
-    (wall time of the whole batch, including CT-KV's initial pass, divided by ``B``).
+    (the :func:`clock` time of the whole batch, including CT-KV's initial pass, divided by ``B``: process
+    CPU time on the CPU, synchronised wall time on a GPU).
 
     ``lr`` and ``steps`` override the preset's context-method values (a configuration chosen on
     validation tasks); for ``"ttt"`` its own values are ``ttt_lr`` and ``ttt_steps``. ``"ttt + ct-kv"``
@@ -77,8 +95,8 @@ def run_method(method: str, model, t: dict, cfg, generator: torch.Generator, ttt
     hp = dict(steps=cfg.steps if steps is None else steps, lr=cfg.lr if lr is None else lr, generator=generator)
     ttt_steps = cfg.ttt_steps if ttt_steps is None else ttt_steps
     out = {}
-    synchronize(xd.device)
-    t0 = time.perf_counter()
+    tick = clock(xd.device)
+    t0 = tick()
     if method == "zero-shot":
         mse = (zero_shot_predict(model, xq) - yq).pow(2).mean(-1)
     elif method == "icl":
@@ -106,8 +124,7 @@ def run_method(method: str, model, t: dict, cfg, generator: torch.Generator, ttt
         mse = evaluate(adapted, kv, xq, yq)
     else:
         raise ValueError(f"method must be one of {ALL_METHODS}, got {method!r}")
-    synchronize(xd.device)
-    out.update(mse=mse.detach().cpu().numpy(), seconds=(time.perf_counter() - t0) / B)
+    out.update(mse=mse.detach().cpu().numpy(), seconds=(tick() - t0) / B)
     return out
 
 
@@ -504,8 +521,11 @@ def curves(model, t: dict, cfg, methods=("ct-kv", "ct-kv (no loo)"), generator=N
 
 def time_per_step(method: str, model, k: int, n_tasks: int = 4, steps: int = 3, repeats: int = 3,
                   device="cpu") -> float:
-    """Median wall seconds of one optimisation step of ``method`` ("ct-kv", "ct-prompt" or "ttt") on
-    ``n_tasks`` tasks with ``k`` demonstrations: (time with ``steps`` steps - time with 0 steps) / steps."""
+    """Median seconds of one optimisation step of ``method`` ("ct-kv", "ct-prompt" or "ttt") on ``n_tasks``
+    tasks with ``k`` demonstrations: (time with ``steps`` steps - time with 0 steps) / steps, over
+    ``repeats`` repeats, after one warm-up call. The time is :func:`clock`'s: process CPU time on the CPU (a
+    busy machine does not stretch it; the notebooks pin one torch thread, so it is the step's work on one
+    core), synchronised wall time on a GPU."""
     t = sample_tasks(n_tasks, k, 1, ICLTaskConfig(dim=model.dim), torch.Generator().manual_seed(k), device)
     fn = {"ct-kv": lambda s: ct_kv(model, t["x_demo"], t["y_demo"], steps=s),
           "ct-prompt": lambda s: ct_prompt(model, t["x_demo"], t["y_demo"], steps=s),
@@ -513,12 +533,12 @@ def time_per_step(method: str, model, k: int, n_tasks: int = 4, steps: int = 3, 
     if method not in fn:
         raise ValueError(f"method must be one of {list(fn)}, got {method!r}")
 
+    tick = clock(device)
+
     def timed(s):
-        synchronize(device)
-        t0 = time.perf_counter()
+        t0 = tick()
         fn[method](s)
-        synchronize(device)
-        return time.perf_counter() - t0
+        return tick() - t0
 
     fn[method](1)  # warm-up
     diffs = [(timed(steps) - timed(0)) / steps for _ in range(repeats)]

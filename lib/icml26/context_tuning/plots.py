@@ -119,7 +119,7 @@ def time_scatter(df, methods):
         ax.scatter(d.seconds, d.mse, color=method_color(m), label=m, s=18)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("wall time per task (s)")
+    ax.set_xlabel("time per task (s)")
     ax.set_ylabel("query mse")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     fig.tight_layout()

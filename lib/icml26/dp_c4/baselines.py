@@ -14,10 +14,10 @@ from .method import (
     _check_run_args,
     _check_streams,
     _check_tail,
-    _clip_rows_fast,
     _Guard,
     _log,
     _mask,
+    _masked_clip_inplace,
     _noise,
     _trace,
     clip_rows,
@@ -122,6 +122,9 @@ def _dp_sgd_run(problem, T, lr, C, sigma, q, generator, x, x_star, log_every, st
     row_sq = (problem.X * problem.X).sum(1) if linear else None
     guard = _Guard(x.device)
     cap = _batch_cap(n, q, (streams or R) * T) if fast and q < 1 else None
+    # fixed shapes on the fast path: one reused buffer for the per-example gradients (as in dp_c4)
+    rows = (n if q == 1 else cap) if fast else None
+    Gbuf = torch.empty(R, rows, d, dtype=x.dtype, device=x.device) if rows else None
     for t in range(T):
         mask = _mask(R, n, q, generator, x, streams)
         zeta = _noise(R, d, generator, x, streams) * std[:, None] if noisy else torch.zeros(R, d, dtype=x.dtype,
@@ -132,7 +135,7 @@ def _dp_sgd_run(problem, T, lr, C, sigma, q, generator, x, x_star, log_every, st
                 guard.require((mask[:streams or R].sum(1) <= cap).all())
             idx, mask = _batch_idx(mask, streams, cap)
         logged = t % log_every == 0 or t == T - 1
-        G = problem.per_sample_grads(x, idx) if logged or not linear else None
+        G = problem.per_sample_grads(x, idx, out=Gbuf) if logged or not linear else None
         if logged:
             nrm = G.norm(dim=-1)
             nb = mask.sum(1).clamp_min(1)
@@ -140,9 +143,10 @@ def _dp_sgd_run(problem, T, lr, C, sigma, q, generator, x, x_star, log_every, st
                  (nrm * mask).sum(1) / nb)
         if linear:
             total = _linear_clipped_sum(problem, x, C, idx, mask, row_sq, streams)
+        elif fast:                      # in place, the values of (_clip_rows_fast(G, C) * mask).sum(1)
+            total = _masked_clip_inplace(G, C[:, None], mask, guard).sum(1)
         else:
-            clipped = _clip_rows_fast(G, C[:, None], guard) if fast else clip_rows(G, C[:, None])
-            total = (clipped * mask[..., None]).sum(1)
+            total = (clip_rows(G, C[:, None]) * mask[..., None]).sum(1)
         g = (total + zeta) / (q * n)
         x = x - lr * g
         if tail and t >= T - tail:

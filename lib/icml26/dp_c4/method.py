@@ -9,7 +9,6 @@ Equation numbers refer to the chapter's notebooks: (DPC4-1) innovation clip, (DP
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -69,6 +68,16 @@ def _clip_rows_fast(G: Tensor, C: Tensor, guard: _Guard) -> Tensor:
     over = norms > C
     scale = torch.where(over, C / torch.where(over, norms, torch.ones_like(norms)), torch.ones_like(norms))
     return G * scale[..., None]
+
+
+def _masked_clip_inplace(G: Tensor, C: Tensor, mask: Tensor, guard: _Guard) -> Tensor:
+    """``_clip_rows_fast(G, C, guard) * mask[..., None]`` computed in ``G`` itself (returned): each row is
+    multiplied once, by ``scale * mask``, which is ``scale`` or 0, so the values agree bit for bit."""
+    norms = G.norm(dim=-1)
+    guard.require(torch.isfinite(norms).all())
+    over = norms > C
+    scale = torch.where(over, C / torch.where(over, norms, torch.ones_like(norms)), torch.ones_like(norms))
+    return G.mul_((scale * mask)[..., None])
 
 
 class _Guard:
@@ -285,6 +294,19 @@ def _dp_c4_step(G, h, H, mask, C, noise, q, n, clip):
     return g, h + Delta, H + S / n, S, Delta
 
 
+def _dp_c4_step_inplace(G, h, H, mask, C, noise, q, n, guard: _Guard, update: bool = True):
+    """:func:`dp_c4_step` with the clip of :func:`_clip_rows_fast`, in place: ``G`` is overwritten with the
+    clipped innovations :math:`\\Delta` and, if ``update``, ``h`` with :math:`h+\\Delta`. The same values
+    bit for bit (a masked row is scaled by ``scale * 0 = 0`` instead of by ``scale``, then 0). Returns
+    ``(g, H + S/n, sum of Delta)``."""
+    D = _masked_clip_inplace(G.sub_(h), C[:, None], mask, guard)
+    dsum = D.sum(1)
+    S = dsum + noise
+    if update:
+        h.add_(D)
+    return H + S / (q * n), H + S / n, dsum
+
+
 def dp_c4(problem: FiniteSumProblem, schedule: StagedSchedule, lr: float, q: float = 1.0, generator=None,
           x0: Tensor | None = None, x_star: Tensor | None = None, noise: bool = True, log_every: int = 1,
           max_anchor_bytes: int = MAX_ANCHOR_BYTES, drop_tilt: bool = False, anchors: bool = True,
@@ -298,7 +320,9 @@ def dp_c4(problem: FiniteSumProblem, schedule: StagedSchedule, lr: float, q: flo
 
     ``drop_tilt=True`` is a **non-private diagnostic**: after every step the public aggregate is reset to
     the exact anchor mean, :math:`\\tilde H\\leftarrow\\frac1n\\sum_ih_i`, so the noise of past steps is
-    forgotten (it reads private state; no privacy is claimed). It isolates the accumulated tilt.
+    forgotten (it reads private state; no privacy is claimed). It isolates the accumulated tilt. The mean
+    is carried as a running sum, :math:`\\tilde H\\leftarrow\\tilde H+\\frac1n\\sum_{i\\in B_t}\\delta_i` (the release
+    without its noise), not recomputed from the ``(R, n, d)`` table every step: equal up to round-off.
 
     ``anchors=False`` keeps every anchor and :math:`\tilde H` at zero: the same thresholds, noise
     allocation and privacy, but plain clipping of :math:`\nabla f_i` (DP-SGD on DP-C4's schedule), the
@@ -312,7 +336,10 @@ def dp_c4(problem: FiniteSumProblem, schedule: StagedSchedule, lr: float, q: flo
     the same generator state on the exact path (each batch padded to its step's largest, :func:`clip_rows`
     with its checks), so no batch is ever truncated and a non-finite gradient still raises ``ValueError``.
     Both paths give the same iterates up to round-off in the last bits (padding rows are zeros, but the
-    length of the padded axis changes the blocking of its sums)."""
+    length of the padded axis changes the blocking of its sums). The fast path also reuses one buffer for
+    the per-example gradients and one for the gathered anchors, and clips in place
+    (:func:`_dp_c4_step_inplace`): the values of :func:`dp_c4_step` bit for bit, without allocating and
+    zero-filling several ``(R, b, d)`` tensors per step."""
     if not isinstance(anchors, bool) or not isinstance(drop_tilt, bool):
         raise TypeError("anchors and drop_tilt must be booleans")
     if not isinstance(schedule, StagedSchedule):
@@ -362,8 +389,13 @@ def _dp_c4_run(problem, schedule, lr, q, generator, x, x_star, noise, log_every,
     x_sum = torch.zeros_like(x) if tail else None
     row_base = (torch.arange(R, device=x.device) * n)[:, None]
     guard = _Guard(x.device)
-    clip = functools.partial(_clip_rows_fast, guard=guard) if fast else clip_rows
     cap = _batch_cap(n, q, (streams or R) * schedule.T) if fast and q < 1 else None
+    # the fast path has fixed shapes, so the per-example gradients and the gathered anchors reuse one
+    # buffer each: a fresh (R, b, d) tensor per step costs more than the arithmetic done on it (the
+    # allocator maps and zero-fills new pages for large tensors)
+    rows = (n if q == 1 else cap) if fast else None
+    Gbuf = torch.empty(R, rows, d, dtype=x.dtype, device=x.device) if rows else None
+    hbuf = torch.empty(R, rows, d, dtype=x.dtype, device=x.device) if rows and q < 1 else None
     for t in range(schedule.T):
         k = t // m
         C, std = Cs[:, k], sig[:, k] * Cs[:, k]
@@ -376,26 +408,30 @@ def _dp_c4_run(problem, schedule, lr, q, generator, x, x_star, noise, log_every,
             # rows of the flat (R n, d) anchor table: index_select / index_copy_ move whole rows, much
             # faster than gather / scatter_ along axis 1 with an expanded index (the same values)
             flat = (idx + row_base).reshape(-1)
-            G, hb = problem.per_sample_grads(x, idx), h.view(-1, d).index_select(0, flat).view(R, -1, d)
+            G = problem.per_sample_grads(x, idx, out=Gbuf)
+            hb = (h.view(-1, d).index_select(0, flat) if hbuf is None else
+                  torch.index_select(h.view(-1, d), 0, flat, out=hbuf.view(-1, d))).view(R, -1, d)
         else:
-            bmask, G, hb = mask, problem.per_sample_grads(x), h
+            bmask, G, hb = mask, problem.per_sample_grads(x, out=Gbuf), h
         if t % log_every == 0 or t == schedule.T - 1:
             inn = (G - hb).norm(dim=-1)
             nb = bmask.sum(1).clamp_min(1)
             _log(logs, t, problem, x, x_star, std if noise else torch.zeros_like(std),
                  ((inn > C[:, None]).to(x.dtype) * bmask).sum(1) / nb, (inn * bmask).sum(1) / nb)
-        g, hb, H_new, _, _ = _dp_c4_step(G, hb, H, bmask, C, zeta, q, n, clip)
-        if not anchors:                 # DP-SGD on DP-C4's schedule: anchors and H stay at zero
-            x = x - lr * g
+        if fast:                        # in place: G becomes the clipped innovations, hb the new anchors
+            g, H_new, dsum = _dp_c4_step_inplace(G, hb, H, bmask, C, zeta, q, n, guard, update=anchors)
         else:
-            H = H_new
+            g, hb, H_new, _, Delta = _dp_c4_step(G, hb, H, bmask, C, zeta, q, n, clip_rows)
+            dsum = Delta.sum(1)
+        if anchors:                     # (without anchors, DP-SGD on DP-C4's schedule: h and H stay at zero)
             if q < 1:
                 h.view(-1, d).index_copy_(0, flat, hb.reshape(-1, d))   # batch rows are distinct
             else:
                 h = hb
-            if drop_tilt:
-                H = h.mean(1)
-            x = x - lr * g
+            # drop_tilt: H stays the exact anchor mean, which moves by the mean clipped innovation
+            # (the release without its noise), instead of H + S_t / n
+            H = H + dsum / n if drop_tilt else H_new
+        x = x - lr * g
         if tail and t >= schedule.T - tail:
             x_sum += x
     if fast and not guard.held():

@@ -98,9 +98,11 @@ class FiniteSumProblem:
             raise ValueError(f"idx must be a (R={runs}, b) long tensor of example indices")
         return idx
 
-    def per_sample_grads(self, x: Tensor, idx: Tensor | None = None) -> Tensor:
+    def per_sample_grads(self, x: Tensor, idx: Tensor | None = None, out: Tensor | None = None) -> Tensor:
         """All per-example gradients: ``(n, d)`` for x of shape ``(d,)``, ``(R, n, d)`` for ``(R, d)``.
-        With ``idx`` of shape ``(R, b)``: only the examples ``idx[r]`` of run r, ``(R, b, d)``."""
+        With ``idx`` of shape ``(R, b)``: only the examples ``idx[r]`` of run r, ``(R, b, d)``.
+        ``out`` (runs ``(R, d)`` only): a contiguous tensor of the result's shape and dtype to write into,
+        so that a training loop reuses one buffer instead of allocating one per step (the same values)."""
         xr, single = self._as_runs(x)
         if idx is not None:
             idx = self._check_idx(idx, len(xr))
@@ -108,9 +110,13 @@ class FiniteSumProblem:
             yb = self.y[idx]                                                      # (R, b)
             z = torch.einsum("rbd,rd->rb", Xb, xr)
             w = -yb * torch.sigmoid(-yb * z) if self.kind == "logistic" else z - yb
-            return w[..., None] * Xb + self.lam * xr[:, None, :]
-        G = self._residual_weight(xr)[..., None] * self.X + self.lam * xr[:, None, :]
-        return G[0] if single else G
+        else:
+            Xb, w = self.X, self._residual_weight(xr)
+        if out is not None:
+            _check_out(out, (len(xr), w.shape[-1], self.dim), xr, single)
+            return torch.mul(w[..., None], Xb, out=out).add_(self.lam * xr[:, None, :])
+        G = w[..., None] * Xb + self.lam * xr[:, None, :]
+        return G[0] if single and idx is None else G
 
     def grad(self, x: Tensor) -> Tensor:
         """:math:`\\nabla F(x)` (batched over runs like :meth:`per_sample_grads`)."""
@@ -158,6 +164,15 @@ class FiniteSumProblem:
         xr, single = self._as_runs(x)
         acc = ((xr @ self.X.T) * self.y > 0).to(self.X.dtype).mean(-1)
         return acc[0] if single else acc
+
+
+def _check_out(out, shape: tuple, like: Tensor, single: bool) -> None:
+    """``out`` of :meth:`FiniteSumProblem.per_sample_grads`: contiguous, of the result's shape, dtype, device."""
+    if single:
+        raise ValueError("out needs runs: x of shape (R, d)")
+    if not isinstance(out, Tensor) or tuple(out.shape) != tuple(shape) or out.dtype != like.dtype \
+            or out.device != like.device or not out.is_contiguous():
+        raise ValueError(f"out must be a contiguous {like.dtype} tensor of shape {tuple(shape)} on {like.device}")
 
 
 def toy_problem(b=(0.0, 0.0, 0.0, 4.0)) -> FiniteSumProblem:
@@ -271,9 +286,9 @@ class MLPProblem(FiniteSumProblem):
         z = W2 @ torch.tanh(W1 @ a + b1) + b2
         return torch.logsumexp(z, 0) - (z * onehot).sum()
 
-    def per_sample_grads(self, x: Tensor, idx: Tensor | None = None) -> Tensor:
+    def per_sample_grads(self, x: Tensor, idx: Tensor | None = None, out: Tensor | None = None) -> Tensor:
         """``(n, P)`` for x of shape ``(P,)``, ``(R, n, P)`` for ``(R, P)``; with ``idx`` ``(R, b)`` only the
-        examples ``idx[r]`` of run r, ``(R, b, P)``. ``torch.func.vmap(grad)`` over examples, vmapped over
+        examples ``idx[r]`` of run r, ``(R, b, P)``; ``out`` as in :meth:`FiniteSumProblem.per_sample_grads`. ``torch.func.vmap(grad)`` over examples, vmapped over
         runs; parameters enter as a tuple (slicing a flat vector inside ``grad`` would cost one full-size
         zero tensor per slice in the backward pass)."""
         from torch.func import grad, vmap
@@ -285,8 +300,19 @@ class MLPProblem(FiniteSumProblem):
         else:
             idx = self._check_idx(idx, len(xr))
             G = vmap(per_ex, in_dims=(0, 0, 0))(tuple(self._unflatten(xr)), self.X[idx], self._onehot[idx])
-        G = torch.cat([g.flatten(2) for g in G], -1) + self.lam * xr[:, None, :]
-        return G[0] if single and idx is None else G
+        if out is None:
+            out = torch.empty(*G[0].shape[:2], self.dim, dtype=xr.dtype, device=xr.device)
+            fresh = True
+        else:
+            _check_out(out, (*G[0].shape[:2], self.dim), xr, single)
+            fresh = False
+        i = 0                   # the parts written into their slices: a concatenation without its copies
+        for g in G:
+            k = math.prod(g.shape[2:])
+            out[..., i:i + k].view(*out.shape[:-1], *g.shape[2:]).copy_(g)   # a view: writes into out
+            i += k
+        out.add_(self.lam * xr[:, None, :])
+        return out[0] if fresh and single and idx is None else out
 
     def grad(self, x: Tensor) -> Tensor:
         G = self.per_sample_grads(x)

@@ -8,7 +8,9 @@ more times (the learning-rate tuning runs on the tuning seed, scored on ``val_ba
 grows past an end while a best value sits there, at most ``lr_extensions`` times, one value per extension when the
 best values sit at one end, so this is the largest grid of one-sided growth (book: 3 + 3 = 6 values). A tuning that
 stops earlier trains fewer; one that extends both sides at once (best values at opposite ends) trains more, up to
-``len(lr_grid) + 2 * lr_extensions``."""
+``len(lr_grid) + 2 * lr_extensions``. The book run of notebook 3 tunes its 4 models (with the wide-reach ConvCNP) on 6
+values: both sides at the first extension (the wide model's best at the lower end, the others' at the upper), the
+upper side once more, then no best value at an end; each value trains once per model (scores are cached)."""
 
 from __future__ import annotations
 
@@ -54,7 +56,7 @@ def notebooks(scale: str) -> dict:
     saw = ["sfconvcnp-linear", "sfvconvcnp", "sfconvcnp"]
     gp = ["cnp", "convcnp", "sfconvcnp", "sfconvcnp-matched"] + (["te-attention"] if pick(cfg, "train_attention", False)
                                                                   else [])
-    per = ["convcnp", "sfconvcnp", "sfconvcnp-matched"]      # the matched model: the capacity control of both studies
+    per = ["convcnp", "convcnp-wide", "sfconvcnp", "sfconvcnp-matched"]   # matched: capacity control; wide: reach
     nb1 = [Item("operator toy SFConv step", pick(cfg, "toy_steps", 0), _toy(cfg, 0)),
            Item("operator toy SFVConv step", pick(cfg, "toy_steps", 0), _toy(cfg, 1))]
     nb1 += [Item(f"sawtooth {n} train step", seeds * pick(cfg, "steps_saw", 0), _train(cfg, n, sample_sawtooth_tasks),

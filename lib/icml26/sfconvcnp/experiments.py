@@ -37,19 +37,27 @@ VALIDATION_TASK_SEED = 555
 
 MODEL_LABELS = {"cnp": "CNP", "convcnp": "ConvCNP", "sfconvcnp": "SFConvCNP", "sfvconvcnp": "SFVConvCNP",
                 "sfconvcnp-linear": "SFConvCNP-linear", "te-attention": "TE-attention NP",
-                "sfconvcnp-matched": "SFConvCNP-matched"}
+                "sfconvcnp-matched": "SFConvCNP-matched", "convcnp-wide": "ConvCNP (wide reach)"}
 
 
 def make_model(name: str, cfg, seed: int = 0, device="cpu") -> nn.Module:
-    """A model of the preset ``cfg`` by name (one of ``MODEL_LABELS``), initialised from ``seed``."""
+    """A model of the preset ``cfg`` by name (one of ``MODEL_LABELS``), initialised from ``seed``.
+    ``"convcnp-wide"`` is the ConvCNP of ``cfg.convcnp`` with ``cfg.convcnp_wide`` (``points_per_unit`` only) on
+    top: the same kernel width, layers and channels on a coarser grid, hence a wider receptive field
+    (``receptive_halfwidth``); for a given seed it starts from the same weights as the ConvCNP."""
     if name not in MODEL_LABELS:
         raise ValueError(f"name must be one of {list(MODEL_LABELS)}, got {name!r}")
+    if name == "convcnp-wide" and (not isinstance(cfg.convcnp_wide, dict) or set(cfg.convcnp_wide) - {"points_per_unit"}):
+        raise ValueError(f"cfg.convcnp_wide may set only points_per_unit (the same ConvCNP on a coarser grid), "
+                         f"got {cfg.convcnp_wide!r}")
     check_device(device)
     torch.manual_seed(seed)
     if name == "cnp":
         model = CNP(hidden=cfg.cnp_hidden)
     elif name == "convcnp":
         model = ConvCNP(**cfg.convcnp)
+    elif name == "convcnp-wide":                 # the receptive-field control: same ConvCNP, coarser grid
+        model = ConvCNP(**{**cfg.convcnp, **cfg.convcnp_wide})
     elif name == "sfconvcnp":
         model = SFConvCNP(**cfg.sf)
     elif name == "sfvconvcnp":
@@ -451,9 +459,10 @@ def run_gp_study(cfg, device="cpu", progress: bool = True) -> dict:
 def run_periodic_study(cfg, device="cpu", progress: bool = True) -> dict:
     """Periodic GP, trained on uniform inputs (learning rates tuned on uniform validation tasks); tested
     on uniform inputs and on the extrapolation split (context in the left half, queries in the right).
-    Models: ConvCNP, SFConvCNP and the parameter-matched SFConvCNP (``cfg.sf_matched``: the capacity
+    Models: ConvCNP, the wide-reach ConvCNP (``cfg.convcnp_wide``: the same ConvCNP on a coarser grid, the
+    receptive-field control), SFConvCNP and the parameter-matched SFConvCNP (``cfg.sf_matched``: the capacity
     control), all tuned on one grid."""
-    names = ["convcnp", "sfconvcnp", "sfconvcnp-matched"]
+    names = ["convcnp", "convcnp-wide", "sfconvcnp", "sfconvcnp-matched"]
     kw = dict(kernel="periodic")
     evals = {"uniform": (_sampler(cfg, sample_gp_tasks, test=True, **kw), 0.0, True),
              "extrapolate": (_sampler(cfg, sample_gp_tasks, test=True, split="extrapolate", **kw), 0.0, True)}
