@@ -63,21 +63,21 @@ def _clip_rows_fast(G: Tensor, C: Tensor, guard: _Guard) -> Tensor:
     norm is finite. A non-finite norm (a NaN or inf entry, or a finite row whose squared norm overflows,
     which :func:`clip_rows` treats apart) is flagged in ``guard`` instead, and the caller repeats the run
     with :func:`clip_rows` (which then raises, or clips the overflowed row exactly)."""
-    norms = G.norm(dim=-1)
-    guard.require(torch.isfinite(norms).all())
-    over = norms > C
-    scale = torch.where(over, C / torch.where(over, norms, torch.ones_like(norms)), torch.ones_like(norms))
-    return G * scale[..., None]
+    return G * _fast_clip_scale(G, C, guard)[..., None]
 
 
 def _masked_clip_inplace(G: Tensor, C: Tensor, mask: Tensor, guard: _Guard) -> Tensor:
     """``_clip_rows_fast(G, C, guard) * mask[..., None]`` computed in ``G`` itself (returned): each row is
     multiplied once, by ``scale * mask``, which is ``scale`` or 0, so the values agree bit for bit."""
+    return G.mul_((_fast_clip_scale(G, C, guard) * mask)[..., None])
+
+
+def _fast_clip_scale(G: Tensor, C: Tensor, guard: _Guard) -> Tensor:
+    """The per-row factor min(1, C / ||row||) of the unchecked clip; a non-finite norm is flagged in ``guard``."""
     norms = G.norm(dim=-1)
     guard.require(torch.isfinite(norms).all())
     over = norms > C
-    scale = torch.where(over, C / torch.where(over, norms, torch.ones_like(norms)), torch.ones_like(norms))
-    return G.mul_((scale * mask)[..., None])
+    return torch.where(over, C / torch.where(over, norms, torch.ones_like(norms)), torch.ones_like(norms))
 
 
 class _Guard:

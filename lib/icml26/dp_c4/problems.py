@@ -302,17 +302,15 @@ class MLPProblem(FiniteSumProblem):
             G = vmap(per_ex, in_dims=(0, 0, 0))(tuple(self._unflatten(xr)), self.X[idx], self._onehot[idx])
         if out is None:
             out = torch.empty(*G[0].shape[:2], self.dim, dtype=xr.dtype, device=xr.device)
-            fresh = True
-        else:
+        else:                   # refuses a single x: out is fresh whenever x is single
             _check_out(out, (*G[0].shape[:2], self.dim), xr, single)
-            fresh = False
         i = 0                   # the parts written into their slices: a concatenation without its copies
         for g in G:
             k = math.prod(g.shape[2:])
             out[..., i:i + k].view(*out.shape[:-1], *g.shape[2:]).copy_(g)   # a view: writes into out
             i += k
         out.add_(self.lam * xr[:, None, :])
-        return out[0] if fresh and single and idx is None else out
+        return out[0] if single and idx is None else out
 
     def grad(self, x: Tensor) -> Tensor:
         G = self.per_sample_grads(x)
