@@ -602,3 +602,10 @@ def test_volterra_output_mixing_acts_once_on_the_sum():
     g0, g1, g2 = layer.split(layer.conv(z, xc, xq))
     expected = layer.mixing(g0 + layer.mixer(g1 * g2).squeeze(-1))
     assert torch.allclose(layer(z, xc, xq), expected, atol=1e-12)
+
+
+def test_sign_words_reads_the_interval():
+    from types import SimpleNamespace as D
+    assert ex.sign_words(D(lo=0.1, hi=0.3), "A", "B").startswith("A is ahead")
+    assert ex.sign_words(D(lo=-0.3, hi=-0.1), "A", "B").startswith("B is ahead")
+    assert ex.sign_words(D(lo=-0.1, hi=0.1), "A", "B") == "the interval contains 0"

@@ -186,6 +186,14 @@ def loglik_by_reach(models: dict, sampler, reach: float, n_batches: int = 20, se
     return out.reindex(["within", "beyond"])
 
 
+def sign_words(v, a: str, b: str) -> str:
+    """The words the notebooks use for a paired difference ``a - b`` with its t interval over seeds
+    (``v`` has ``lo`` and ``hi``, like :meth:`~icml26.core.Comparison.diff`'s result)."""
+    if v.lo > 0:
+        return f"{a} is ahead: the whole interval lies above 0"
+    return f"{b} is ahead: the whole interval lies below 0" if v.hi < 0 else "the interval contains 0"
+
+
 def context_moments_loglik(task: Task) -> torch.Tensor:
     """Per-task mean log-likelihood of the queries under ``N(m, v)``, ``m`` and ``v`` the mean and the
     (unbiased) variance of the task's context values, ``v`` floored at the noise variance: a predictor
