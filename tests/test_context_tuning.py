@@ -5,6 +5,7 @@ import os
 
 import icml26.context_tuning as ct
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from icml26.context_tuning import experiments as ex
@@ -401,6 +402,20 @@ def test_protocol_pipeline_pairs_seeds_and_records_a_fair_comparison(model, one_
     assert list(table.index) == ["icl", "ct-kv"] and "[" in table.loc["ct-kv", "w-scale 2"]
     with pytest.raises(ValueError, match="ttt"):
         ex.tune_methods(model, cfg, ["ttt + ct-kv"], conds, n_val=1)
+
+
+def test_ttt_ct_kv_validation_reuses_ttt_models_exactly(model, one_thread):
+    # TTT + CT-KV's validation starts its CT-KV stage from TTT's own validation model at the chosen
+    # configuration: the same scores, to the bit, as training that TTT model again
+    cfg = ct.preset("smoke")
+    conds = ["in-distribution", "w-scale 2"]
+    tuned, val = ex.tune_methods(model, cfg, ["ttt", "ttt + ct-kv"], conds, n_val=1)
+    fresh = ex.validation_scores(model, cfg, "ttt + ct-kv", conds, n_val=1, ttt_config=tuned["ttt"].best)
+    kept = val[val.method == "ttt + ct-kv"].drop(columns="method").reset_index(drop=True)
+    pd.testing.assert_frame_equal(kept, fresh)
+    store = {}
+    ex.validation_scores(model, cfg, "ttt", conds, n_val=1, ttt_models=store)
+    assert len(store) == ex.grid_for("ttt", cfg).size  # one batch (one k): a model per configuration
 
 
 def test_redraw_control_tunes_on_another_validation_draw(model, one_thread):

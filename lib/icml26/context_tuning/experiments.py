@@ -220,11 +220,16 @@ def _check_offset(val_offset) -> int:
 
 def validation_scores(model, cfg, method: str, conditions, *, k: int | None = None, device="cpu",
                       ttt_config: dict | None = None, n_val: int | None = None,
-                      val_offset: int = VAL_OFFSET) -> pd.DataFrame:
+                      val_offset: int = VAL_OFFSET, ttt_models: dict | None = None) -> pd.DataFrame:
     """Validation query MSE of every configuration of :func:`grid_for` on ``n_val`` (default ``cfg.n_val``)
     validation tasks per condition, drawn from their own seed stream (``offset=val_offset``, by default
     :data:`VAL_OFFSET`; never 0, the test tasks' stream; another offset is another draw of validation tasks
     and dropout masks). Tasks of conditions with the same ``k`` run in one batch (tasks do not interact).
+
+    ``ttt_models``: a dict that carries TTT's adapted models from TTT's call to TTT + CT-KV's (the same
+    tasks, ``n_val`` and ``val_offset``): ``"ttt"`` stores there its model of every configuration, keyed by
+    the batch's ``k`` and the configuration; ``"ttt + ct-kv"`` starts its CT-KV stage from the stored model at
+    ``ttt_config`` instead of training it again (TTT draws nothing at random, so it is the same model).
     Rows: lr, steps, condition, mse."""
     n_val = cfg.n_val if n_val is None else n_val
     val_offset = _check_offset(val_offset)
@@ -233,15 +238,19 @@ def validation_scores(model, cfg, method: str, conditions, *, k: int | None = No
     for c, p in parts.items():
         groups.setdefault(p["x_demo"].shape[1], {})[c] = p
     rows = []
-    for group in groups.values():
+    for kk, group in groups.items():
         t, slices = _pooled(group)
         adapted = None
         if method == "ttt + ct-kv":
-            adapted = test_time_training(model, t["x_demo"], t["y_demo"], steps=ttt_config["steps"],
-                                         lr=ttt_config["lr"])
+            adapted = (ttt_models or {}).get((kk, ttt_config["lr"], ttt_config["steps"]))
+            if adapted is None:
+                adapted = test_time_training(model, t["x_demo"], t["y_demo"], steps=ttt_config["steps"],
+                                             lr=ttt_config["lr"])
         for config in tqdm(grid_for(method, cfg).configs(), desc=f"validating {method}", leave=False):
             g = torch.Generator().manual_seed(cfg.seed + val_offset)
             r = run_method(method, model, t, cfg, g, adapted=adapted, **config_kwargs(method, config, ttt_config))
+            if method == "ttt" and ttt_models is not None:
+                ttt_models[(kk, config["lr"], config["steps"])] = r["adapted"]
             for c, sl in slices.items():
                 rows.append(dict(config, condition=c, mse=float(r["mse"][sl].mean())))
     return pd.DataFrame(rows)
@@ -267,8 +276,9 @@ def tune_methods(model, cfg, methods, conditions, *, k: int | None = None, devic
     tunes its CT-KV stage on top of TTT's chosen configuration ("ttt" must be listed before it). A best
     step count at the top of ``cfg.step_grid`` is stated as the shared budget (:data:`STEPS_EDGE`); any
     other edge is left for the notebook to extend or state. ``val_offset`` picks the draw of validation
-    tasks (:func:`validation_scores`). Returns ``{method: Tuned}`` and the scores."""
-    tuned, frames = {}, []
+    tasks (:func:`validation_scores`); its TTT stage is TTT's own validation model at the chosen configuration,
+    kept from TTT's call, not trained again. Returns ``{method: Tuned}`` and the scores."""
+    tuned, frames, ttt_models = {}, [], {}
     for m in methods:
         if m in UNTUNED:
             continue
@@ -278,7 +288,7 @@ def tune_methods(model, cfg, methods, conditions, *, k: int | None = None, devic
                 raise ValueError("methods: 'ttt + ct-kv' tunes its CT-KV stage on top of TTT: list 'ttt' before it")
             ttt_config = tuned["ttt"].best
         df = validation_scores(model, cfg, m, conditions, k=k, device=device, ttt_config=ttt_config, n_val=n_val,
-                               val_offset=val_offset)
+                               val_offset=val_offset, ttt_models=ttt_models if "ttt" in m else None)
         grid = grid_for(m, cfg)
         axes = list(grid.axes)
         score = np.exp(df.assign(log=np.log(df.mse)).groupby(axes).log.mean())
