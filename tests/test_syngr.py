@@ -842,3 +842,80 @@ def test_control_table_pairs_the_seeds_and_refuses_bad_input():
         ex.control_table(rows, ctrl.drop(columns="delta_syn"))
     with pytest.raises(ValueError, match="rows"):
         ex.control_table(ctrl, ctrl)
+
+
+# -- per-step speed without changing the arithmetic (issue 40, the book budget) ------------------------
+
+def test_dropout_equals_torch_dropout_bit_for_bit():
+    """The chapter's dropout draws the same numbers from the default generator as ``F.dropout`` and
+    returns the same outputs and gradients, to the bit; identity in eval mode and at p = 0."""
+    import torch.nn.functional as F
+    from icml26.syngr.method import _Dropout
+
+    for shape, p in (((96, 16, 32), 0.1), ((7, 5, 13), 0.3)):
+        x = torch.randn(shape, requires_grad=True)
+        d = _Dropout(p).train()
+        torch.manual_seed(3)
+        a1, a2, ra = F.dropout(x, p, True), F.dropout(x, p, True), torch.rand(4)
+        torch.manual_seed(3)
+        b1, b2, rb = d(x), d(x), torch.rand(4)
+        assert torch.equal(a1, b1) and torch.equal(a2, b2) and torch.equal(ra, rb)
+        ga, = torch.autograd.grad((a1 * a2).sum(), x)
+        gb, = torch.autograd.grad((b1 * b2).sum(), x)
+        assert torch.equal(ga, gb)
+    x = torch.randn(4, 3)
+    assert _Dropout(0.1).eval()(x) is x and _Dropout(0.0).train()(x) is x
+
+
+def _fit_both_ways(world, flat: bool):
+    """SynGR steps (dropout 0.1, saliency masking) for two epochs of six steps: through ``fit`` (flat
+    AdamW) or through the loop as it was before the flat buffer (AdamW over the parameter list)."""
+    from icml26.syngr.method import SynGRConfig, syngr_loss
+    from icml26.syngr.train import TrainConfig, fit
+
+    tr = world.batches["train"]
+    cfg = TrainConfig(epochs=2, batch_size=32, lr=6e-3, eval_every=1, beam=10, max_steps=6)
+    model = ex.make_model(m.preset("smoke"), world.layout, "fused", 0).train()
+    gen = torch.Generator().manual_seed(0)
+
+    def step(idx):
+        return syngr_loss(model, {k: tr[k][idx] for k in ("input_ids", "valid", "labels")}, SynGRConfig(), gen)[0], 1
+
+    n = len(tr["input_ids"])
+    if flat:
+        score = iter(range(10))                     # rising validation scores: the last epoch is kept
+        fit(model, n, step, lambda: float(next(score)), cfg, gen, "flat")
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.epochs * cfg.max_steps)
+        for _ in range(cfg.epochs):
+            perm = torch.randperm(n, generator=gen)
+            for s in range(0, cfg.max_steps * cfg.batch_size, cfg.batch_size):
+                loss, _ = step(perm[s:s + cfg.batch_size])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                sched.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def test_fit_flat_adamw_gives_the_same_weights_to_the_bit(world):
+    """AdamW over one flat buffer of all parameters is the multi-tensor AdamW over the parameter list,
+    element for element: the trained weights are equal to the bit."""
+    a, b = _fit_both_ways(world, True), _fit_both_ways(world, False)
+    assert len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def test_fit_keeps_adamw_over_the_parameter_list_when_a_parameter_has_no_gradient():
+    """A parameter without a gradient is skipped by AdamW (no step, no weight decay); the flat buffer
+    would decay it, so ``fit`` then keeps the optimiser over the parameter list."""
+    from icml26.syngr.train import TrainConfig, fit
+
+    torch.manual_seed(0)
+    net = torch.nn.ModuleDict({"used": torch.nn.Linear(3, 1), "unused": torch.nn.Linear(3, 1)})
+    before = net["unused"].weight.detach().clone()
+    x = torch.randn(16, 3)
+    cfg = TrainConfig(epochs=1, batch_size=4, lr=1e-2, weight_decay=0.1, eval_every=1, beam=1)
+    fit(net, 16, lambda idx: (net["used"](x[idx]).pow(2).mean(), 1), lambda: 0.0, cfg,
+        torch.Generator().manual_seed(0), "unused")
+    assert torch.equal(net["unused"].weight, before) and net["unused"].weight.grad is None
