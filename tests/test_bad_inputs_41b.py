@@ -466,3 +466,14 @@ def test_unrolled_gsp_device_strings():
             ug_ex.train_forecaster(model, {}, device="cuda")
     with pytest.raises(ValueError, match="device"):
         ug_ex.train_forecaster(model, {}, device="tpu")
+
+
+def test_unrolled_gsp_evaluation_flags():
+    model = torch.nn.Linear(2, 2)
+    with pytest.raises(TypeError, match="val_curve"):
+        ug_ex.train_forecaster(model, {}, val_curve="no")
+    with pytest.raises(ValueError, match="val_curve"):
+        ug_ex.train_forecaster(model, {}, keep_best=True, val_curve=False)
+    for name in ("before", "val_curve"):
+        with pytest.raises(TypeError, match=name):
+            ug_ex.run_unrolled(None, {}, **{name: 1})

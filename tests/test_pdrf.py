@@ -457,6 +457,19 @@ def test_teacher_controls_runs_oracle_rf_v_teacher_and_cost():
     assert data["teacher_scores"]["est"]["csi_m"] == pytest.approx(study["scores"]["sl_est"]["csi_m"])
     one = ex.teacher_controls(replace(cfg, ctrl_rf_v=False), data, 0.3, seeds=(1,))
     assert all(np.array_equal(one[k][n], ctl[k][n][1:]) for k in ("test_csi_m", "test_adv") for n in one[k])
+    # NB5's own step count (book: fewer than NB3's, issue 38 budget): its runs train ctrl_steps and never take the
+    # sweep's runs (trained at cfg.steps); the same as a preset whose steps are ctrl_steps (EMA every step, so that
+    # the returned model moves)
+    lean = replace(cfg, ctrl_rf_v=False, ctrl_oracle=False, ema_every=1)
+    sw1 = ex.teacher_sweep(lean, data)
+    more = ex.teacher_controls(replace(lean, ctrl_steps=2), data, 0.3, seeds=(0,), sweep=sw1)
+    assert more["steps"] == 2 and ctl["steps"] == 1 and more["test_adv"]["tuned"][0] != sw1["test_adv"][2]
+    same = ex.teacher_controls(replace(lean, steps=2), data, 0.3, seeds=(0,))
+    assert all(np.array_equal(same[k][n], more[k][n]) for k in ("test_csi_m", "test_adv") for n in same[k])
+    with pytest.raises(ValueError, match="ctrl_steps"):
+        ex.teacher_controls(replace(lean, ctrl_steps=0), data, 0.3, seeds=(0,))
+    assert m.preset("book").ctrl_steps_of() == 450 < m.preset("book").steps
+    assert m.preset("smoke").ctrl_steps_of() == m.preset("smoke").steps
     with pytest.raises(ValueError, match="study"):
         ex.control_data(cfg, {"frames": study["frames"]})
     with pytest.raises(ValueError, match="ctrl_n_val"):

@@ -606,6 +606,26 @@ def test_keep_best_leaves_the_model_at_its_best_validation_epoch():
     assert ex.evaluate(tf2, w, "val")["mae"] == pytest.approx(h2["val_mae"][-1], abs=1e-6)
 
 
+def test_skipped_evaluations_leave_the_training_unchanged():
+    """``val_curve=False`` / ``before=False`` (the ablations, the cold start) skip evaluations nobody reads:
+    the trained weights and the scores after training are bit-identical to a run that makes them."""
+    cfg = _cmp_cfg()
+    c = ex.comparison_preset(cfg)
+    b = ex.make_benchmark(c, seed=0)
+    runs = [ex.run_unrolled(dataclasses.replace(c, epochs=2, max_batches=2), b, **kw)
+            for kw in ({}, {"before": False, "val_curve": False})]
+    full, lean = runs
+    assert lean["before"] is None and full["before"] is not None
+    assert all(np.isnan(lean["hist"]["val_mae"])) and lean["hist"]["best_epoch"] is None
+    assert len(lean["hist"]["val_mae"]) == len(full["hist"]["val_mae"]) == 3
+    assert lean["hist"]["train_loss"][1:] == full["hist"]["train_loss"][1:]
+    sa, sb = full["model"].state_dict(), lean["model"].state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert lean["eval"]["mae"] == full["eval"]["mae"]
+    with pytest.raises(ValueError, match="val_curve"):
+        ex.train_forecaster(full["model"], b["windows"], 1, keep_best=True, val_curve=False, progress=False)
+
+
 def test_transformer_study_layout_and_pairing():
     cfg = _cmp_cfg()
     st = ex.transformer_study(cfg)

@@ -17,7 +17,7 @@ and the same confirmation runs) and the teacher sweep
 validation set). Notebook 5 trains the teacher controls
 (:func:`~icml26.pdrf.experiments.teacher_controls`: per seed of ``cfg.ctrl_seeds``, RF-x and the tuned weight,
 the still teacher with ``cfg.ctrl_still``, the oracle teacher with ``cfg.ctrl_oracle``, RF-v and RF-v + teacher
-with ``cfg.ctrl_rf_v``, each for ``cfg.steps`` steps, sampling ``cfg.ctrl_n_test`` test sequences)"""
+with ``cfg.ctrl_rf_v``, each for ``cfg.ctrl_steps`` steps (else ``cfg.steps``), sampling ``cfg.ctrl_n_test`` test sequences)"""
 
 from __future__ import annotations
 
@@ -69,7 +69,9 @@ def notebooks(scale: str) -> dict:
     nb4 = [Item(f"U-Net train step ({n4} PDRF learning-rate and teacher-weight models)", n4 * pick(cfg, "steps", 0),
                 _kernel("pdrf train step")),
            Item("5-step sampling of one validation chunk", val_chunks * n4, _kernel("pdrf 5-step sampling"))]
-    nb5 = [Item(f"U-Net train step ({n_ctrl} teacher-control models)", n_ctrl * pick(cfg, "steps", 0),
+    ctrl_steps = pick(cfg, "ctrl_steps", None)
+    nb5 = [Item(f"U-Net train step ({n_ctrl} teacher-control models)",
+                n_ctrl * (pick(cfg, "steps", 0) if ctrl_steps is None else ctrl_steps),
                 _kernel("pdrf train step")),
            Item("5-step sampling of one test chunk", ctrl_chunks * n_ctrl, _kernel("pdrf 5-step sampling"))]
     nb1 = [Item(f"toy flow step ({p}-prediction)", pick(cfg, "toy_steps", 0), _toy(cfg, p)) for p in ("v", "x")]

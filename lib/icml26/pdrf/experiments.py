@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import torch
@@ -513,8 +515,9 @@ def teacher_controls(cfg, data: dict, lam: float, seeds=None, previous: dict | N
     scores each on the test set (CSI-M, MSE to X_SL mean over leads, frequency bias at 0.55; NB3's
     shared noise). On the sweep's seed the RF-x run and the run at ``lam`` are taken from ``sweep``
     (the same runs) instead of being trained again. ``previous`` (an earlier result on other seeds) is
-    extended, so that a notebook can train its seeds in separate cells. Returns ``{"seeds", "runs",
-    "lam", <CONTROL_KEYS>: {name: (n_seeds,)}}``."""
+    extended, so that a notebook can train its seeds in separate cells. Every run trains
+    ``cfg.ctrl_steps_of()`` steps (``cfg.ctrl_steps``, else NB3's ``cfg.steps``; the sweep's runs are reused only
+    when the two agree). Returns ``{"seeds", "runs", "lam", "steps", <CONTROL_KEYS>: {name: (n_seeds,)}}``."""
     seeds = tuple(cfg.ctrl_seeds if seeds is None else seeds)
     done = [] if previous is None else list(previous["seeds"])
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in seeds) or len(set(seeds + tuple(done))) \
@@ -524,8 +527,10 @@ def teacher_controls(cfg, data: dict, lam: float, seeds=None, previous: dict | N
     runs = control_runs(cfg, lam)
     if previous is not None and previous.get("lam") != float(lam):
         raise ValueError(f"lam must be previous's weight {previous.get('lam')}, got {lam!r}")
+    steps = check_int("ctrl_steps", cfg.ctrl_steps_of())
+    rcfg = cfg if steps == cfg.steps else replace(cfg, steps=steps)
     reuse = {}
-    if sweep is not None:
+    if sweep is not None and steps == cfg.steps:   # the sweep trains cfg.steps: the same runs only then
         if not isinstance(sweep, dict) or any(k not in sweep for k in ("seed", "lambdas", *SWEEP_KEYS)):
             raise ValueError("sweep must be teacher_sweep's result")
         for name, _, teach, lr in runs:
@@ -535,12 +540,12 @@ def teacher_controls(cfg, data: dict, lam: float, seeds=None, previous: dict | N
     out = {k: {name: np.zeros(len(seeds)) for name, *_ in runs} for k in CONTROL_KEYS}
     jobs = [(i, s, run) for i, s in enumerate(seeds) for run in runs]
     for i, s, (name, kind, teach, lr) in tqdm(jobs, desc="teacher controls", leave=False):
-        r = reuse.get((s, name)) or _control_run(cfg, data, int(s), kind, teach, lr)
+        r = reuse.get((s, name)) or _control_run(rcfg, data, int(s), kind, teach, lr)
         for k in CONTROL_KEYS:
             out[k][name][i] = r[k]
     if previous is not None:
         out = {k: {n: np.concatenate([previous[k][n], v]) for n, v in out[k].items()} for k in CONTROL_KEYS}
-    return {"seeds": done + list(seeds), "runs": runs, "lam": float(lam), **out}
+    return {"seeds": done + list(seeds), "runs": runs, "lam": float(lam), "steps": steps, **out}
 
 
 def bias_at(summary: dict, th_index: int = 3) -> float:

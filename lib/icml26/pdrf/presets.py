@@ -90,6 +90,11 @@ class PDRFPreset:
     # that validation still picks it, at PDRF's learning rate)
     ctrl_lambda: float = 1000.0
     ctrl_n_test: int = 128            # NB5's test sequences (the first of the test stream; sampling them costs 0.2 s)
+    # optimiser steps of each NB5 run (None: ``steps``, NB3's). Book: 450 (issue 38, the budget: fifteen runs of 650
+    # steps cost ~330 CPU s on the 2-core VM). A probe of all fifteen runs at 450 steps (session 55): advection -
+    # still CSI-M +0.051 [+0.043, +0.058], advection - RF-x +0.048 [+0.029, +0.067], MSE to X_SL advection - RF-x
+    # -0.0030 [-0.0034, -0.0027]; at 650: +0.071 [+0.055, +0.087], +0.030 [+0.009, +0.051], -0.0030 [-0.0033, -0.0027]
+    ctrl_steps: int | None = None
     # NB2 / NB4: learning rates read on validation for NB3's trained rows (U-Net, RF-x, PDRF at lambda_phy), the
     # same grid for each; they check at book that validation picks :meth:`lr_of` for each, inside the grid
     # book: a factor 2 on each side of every choice (4e-2, the worst rate of every kind on seed 0 last time, is
@@ -106,6 +111,10 @@ class PDRFPreset:
 
     def __post_init__(self):
         check_preset(self)
+
+    def ctrl_steps_of(self) -> int:
+        """The optimiser steps of each NB5 run: ``ctrl_steps`` where set, else ``steps`` (NB3's)."""
+        return int(self.steps if self.ctrl_steps is None else self.ctrl_steps)
 
     def lr_of(self, kind: str) -> float:
         """The learning rate a run of ``kind`` trains with: ``lr_det`` / ``lr_rf_x`` / ``lr_pdrf`` where set
@@ -124,6 +133,7 @@ class PDRFPreset:
                        epe_cases=min(self.epe_cases, 8), hs_iters=min(self.hs_iters, 10),
                        ctrl_seeds=self.ctrl_seeds[:1], ctrl_n_val=min(self.ctrl_n_val, 8),
                        ctrl_lambdas=self.ctrl_lambdas[:2], ctrl_n_test=min(self.ctrl_n_test, 8),
+                       ctrl_steps=None if self.ctrl_steps is None else min(self.ctrl_steps, 1),
                        lr_confirm_seeds=self.lr_confirm_seeds[:1])
 
 
@@ -138,7 +148,7 @@ PRESETS = {
     # .379 .337; PDRF (lambda 0.1) .369 .367 .395 .396 .374. Stage 2 (seed 1; persistence .339): RF-x 2e-2
     # .343 (mean .361), 5e-3 .369 (mean .368) -> 5e-3; PDRF 2e-2 .328 (mean .362), 1e-2 .359 (mean .377) -> 1e-2
     # (a probe on seed 2 too: the same choices, RF-x .373 / .364, PDRF .391 / .375)
-    "book": PDRFPreset(patch=2, single_runs=("det",), lr_det=5e-3, lr_rf_x=5e-3, lr_pdrf=1e-2),
+    "book": PDRFPreset(patch=2, single_runs=("det",), lr_det=5e-3, lr_rf_x=5e-3, lr_pdrf=1e-2, ctrl_steps=450),
     "gpu": PDRFPreset(toy_steps=20000, toy_samples=8192,
                       radar=RadarConfig(H=64, W=64, t_in=5, t_out=20, margin=12, n_cells=(10, 18), k_max=20),
                       n_train=8192, n_test=1024, eval_batch=256,

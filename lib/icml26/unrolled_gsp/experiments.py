@@ -97,15 +97,22 @@ def evaluate(model_or_fn, windows: dict, split: str = "test", device="cpu", max_
 def train_forecaster(model: nn.Module, windows: dict, epochs: int = 8, lr: float = 5e-3, batch_size: int = 32,
                      loss: str = "huber", full_window_loss: bool = True, grad_clip: float | None = 5.0,
                      seed: int = 0, device="cpu", clamp: bool = True, max_batches: int | None = None,
-                     val_windows: int | None = None, progress: bool = True, keep_best: bool = False) -> dict:
+                     val_windows: int | None = None, progress: bool = True, keep_best: bool = False,
+                     val_curve: bool = True) -> dict:
     """Adam + masked Huber (delta 1, data units). After every step the unrolled model's CG steps are
     clamped to [0, 1.2] and mu, rho to >= 1e-3 (``clamp``). Returns per-epoch train loss and val MAE
     (epoch 0 = before training), ``best_epoch`` (the epoch of the lowest val MAE, 0 included) and
     ``steps`` (optimiser steps taken). With ``keep_best`` the model leaves with the weights of its
     best-validation epoch (best-validation-epoch selection: training runs all ``epochs``, the
-    epoch is chosen on validation data only)."""
+    epoch is chosen on validation data only). ``val_curve=False`` skips the per-epoch validation
+    scores (``val_mae`` NaN, ``best_epoch`` None; the training itself is unchanged): for runs whose
+    curve nobody reads (the ablations)."""
     if loss not in ("huber", "mae", "mse"):
         raise ValueError(f"loss must be 'huber', 'mae' or 'mse', got {loss!r}")
+    if not isinstance(val_curve, bool):
+        raise TypeError(f"val_curve must be a bool, got {type(val_curve).__name__}")
+    if keep_best and not val_curve:
+        raise ValueError("val_curve must be True with keep_best (the best epoch is read on the validation curve)")
     epochs = check_int("epochs", epochs, 0)
     batch_size = check_int("batch_size", batch_size, 1)
     lr = check_float("lr", lr, low=0.0, low_open=True)
@@ -119,8 +126,10 @@ def train_forecaster(model: nn.Module, windows: dict, epochs: int = 8, lr: float
     tr = windows["train"]
     t_in, T = windows["t_in"], windows["t_in"] + windows["t_out"]
     mean, std = windows["mean"], windows["std"]
-    hist = {"epoch": [0], "train_loss": [math.nan],
-            "val_mae": [evaluate(model, windows, "val", device, val_windows)["mae"]]}
+    def val_mae():
+        return evaluate(model, windows, "val", device, val_windows)["mae"] if val_curve else math.nan
+
+    hist = {"epoch": [0], "train_loss": [math.nan], "val_mae": [val_mae()]}
     best = {"epoch": 0, "val": hist["val_mae"][0],
             "state": _state_copy(model) if keep_best else None}
     steps = 0
@@ -156,10 +165,10 @@ def train_forecaster(model: nn.Module, windows: dict, epochs: int = 8, lr: float
             steps += 1
         hist["epoch"].append(ep)
         hist["train_loss"].append(float(torch.stack(losses).mean()) if losses else math.nan)
-        hist["val_mae"].append(evaluate(model, windows, "val", device, val_windows)["mae"])
+        hist["val_mae"].append(val_mae())
         if hist["val_mae"][-1] < best["val"]:
             best.update(epoch=ep, val=hist["val_mae"][-1], state=_state_copy(model) if keep_best else None)
-    hist["best_epoch"], hist["steps"] = best["epoch"], steps
+    hist["best_epoch"], hist["steps"] = best["epoch"] if val_curve else None, steps
     if keep_best:
         model.load_state_dict(best["state"])
     return hist
@@ -279,15 +288,20 @@ def run_baselines(cfg, bench: dict, device="cpu") -> dict:
 
 
 def run_unrolled(cfg, bench: dict, device="cpu", seed: int | None = None, epochs: int | None = None,
-                 **overrides) -> dict:
-    """Train one unrolled model; returns its history, test metrics (before and after) and the model."""
+                 before: bool = True, val_curve: bool = True, **overrides) -> dict:
+    """Train one unrolled model; returns its history, test metrics (before and after) and the model.
+    ``before=False`` skips the test score of the untrained model (``"before"`` None) and ``val_curve=False``
+    the per-epoch validation scores (:func:`train_forecaster`): evaluations that a caller does not read."""
+    for name, v in (("before", before), ("val_curve", val_curve)):
+        if not isinstance(v, bool):
+            raise TypeError(f"{name} must be a bool, got {type(v).__name__}")
     seed = cfg.seed if seed is None else seed
     model = build_model(cfg, bench, seed=seed, **overrides).to(device)
     w = bench["windows"]
-    before = evaluate(model, w, device=device, max_windows=cfg.max_eval)
+    before = evaluate(model, w, device=device, max_windows=cfg.max_eval) if before else None
     hist = train_forecaster(model, w, cfg.epochs if epochs is None else epochs, lr=cfg.lr,
                             batch_size=cfg.batch_size, grad_clip=cfg.grad_clip, seed=seed, device=device,
-                            max_batches=cfg.max_batches, val_windows=cfg.max_eval)
+                            max_batches=cfg.max_batches, val_windows=cfg.max_eval, val_curve=val_curve)
     after = evaluate(model, w, device=device, max_windows=cfg.max_eval)
     return {"model": model, "hist": hist, "before": before, "eval": after, "params": count_parameters(model)}
 
@@ -321,7 +335,9 @@ def run_ablations(cfg, bench: dict, device="cpu") -> pd.DataFrame:
     variants = {k: v for k, v in variants.items() if k in cfg.ablations}
     for seed in tqdm(range(cfg.seed, cfg.seed + cfg.ablation_seeds), desc="seeds", leave=False):
         for name, ov in tqdm(variants.items(), desc="variants", leave=False):
-            r = run_unrolled(cfg, bench, device, seed=seed, epochs=cfg.ablation_epochs, **ov)
+            # the ablations read the test scores after training only
+            r = run_unrolled(cfg, bench, device, seed=seed, epochs=cfg.ablation_epochs, before=False, val_curve=False,
+                             **ov)
             rows.append({"variant": name, "seed": seed, "params": r["params"], "MAE": r["eval"]["mae"],
                          "MAE incident": r["eval"]["mae_incident"], "MAE normal": r["eval"]["mae_normal"],
                          "_eval": r["eval"]})
@@ -487,7 +503,8 @@ def run_extrapolator_only(cfg, bench: dict, seed: int = 0, lr: float | None = No
     hist = train_forecaster(model, w, cfg.epochs, lr=cfg.lr if lr is None else lr, batch_size=cfg.batch_size, loss=loss,
                             grad_clip=cfg.grad_clip, seed=seed, device=device, max_batches=cfg.max_batches,
                             val_windows=cfg.max_eval, progress=False)
-    return {"model": model, "hist": hist, "val": evaluate(model, w, "val", device, cfg.max_eval)["mae"],
+    # the validation MAE after the last epoch is the curve's last point (the same evaluation)
+    return {"model": model, "hist": hist, "val": hist["val_mae"][-1],
             "eval": evaluate(model, w, device=device, max_windows=cfg.max_eval)}
 
 
@@ -574,8 +591,12 @@ def _solve_p(x: torch.Tensor, obs: torch.Tensor, Lu, Ld, mu_u: float, mu_d2: flo
     o = obs[..., None].double()
     b = x[..., None].double() * o
 
-    def A(v):
-        return o * v + mu_u * Lu.apply(v) + mu_d2 * Ld.gram(v)
+    if mu_u == 0:   # no spatial term: the same operator without the spatial products it would multiply by 0
+        def A(v):
+            return o * v + mu_d2 * Ld.gram(v)
+    else:
+        def A(v):
+            return o * v + mu_u * Lu.apply(v) + mu_d2 * Ld.gram(v)
     return cg_solve(A, b, b.clone(), tol=1e-9, maxiter=2000)[..., 0]
 
 
