@@ -404,12 +404,17 @@ def test_protocol_pipeline_pairs_seeds_and_records_a_fair_comparison(model, one_
         ex.tune_methods(model, cfg, ["ttt + ct-kv"], conds, n_val=1)
 
 
-def test_ttt_ct_kv_validation_reuses_ttt_models_exactly(model, one_thread):
+def test_ttt_ct_kv_validation_reuses_ttt_models_exactly(model, one_thread, monkeypatch):
     # TTT + CT-KV's validation starts its CT-KV stage from TTT's own validation model at the chosen
     # configuration: the same scores, to the bit, as training that TTT model again
     cfg = ct.preset("smoke")
     conds = ["in-distribution", "w-scale 2"]
+    calls = []
+    ttt = ex.test_time_training
+    monkeypatch.setattr(ex, "test_time_training", lambda *a, **k: calls.append(1) or ttt(*a, **k))
     tuned, val = ex.tune_methods(model, cfg, ["ttt", "ttt + ct-kv"], conds, n_val=1)
+    assert len(calls) == ex.grid_for("ttt", cfg).size  # TTT's grid only: TTT + CT-KV trained no TTT model
+    monkeypatch.setattr(ex, "test_time_training", ttt)
     fresh = ex.validation_scores(model, cfg, "ttt + ct-kv", conds, n_val=1, ttt_config=tuned["ttt"].best)
     kept = val[val.method == "ttt + ct-kv"].drop(columns="method").reset_index(drop=True)
     pd.testing.assert_frame_equal(kept, fresh)

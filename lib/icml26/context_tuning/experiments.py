@@ -227,8 +227,8 @@ def validation_scores(model, cfg, method: str, conditions, *, k: int | None = No
     and dropout masks). Tasks of conditions with the same ``k`` run in one batch (tasks do not interact).
 
     ``ttt_models``: a dict that carries TTT's adapted models from TTT's call to TTT + CT-KV's (the same
-    tasks, ``n_val`` and ``val_offset``): ``"ttt"`` stores there its model of every configuration, keyed by
-    the batch's ``k`` and the configuration; ``"ttt + ct-kv"`` starts its CT-KV stage from the stored model at
+    tasks): ``"ttt"`` stores there its model of every configuration, keyed by what fixes the tasks
+    (conditions, ``k``, ``n_val``, ``val_offset``) and the configuration; ``"ttt + ct-kv"`` starts its CT-KV stage from the stored model at
     ``ttt_config`` instead of training it again (TTT draws nothing at random, so it is the same model).
     Rows: lr, steps, condition, mse."""
     n_val = cfg.n_val if n_val is None else n_val
@@ -240,9 +240,10 @@ def validation_scores(model, cfg, method: str, conditions, *, k: int | None = No
     rows = []
     for kk, group in groups.items():
         t, slices = _pooled(group)
+        tasks = (tuple(group), kk, n_val, val_offset)   # what fixes this batch's validation tasks
         adapted = None
         if method == "ttt + ct-kv":
-            adapted = (ttt_models or {}).get((kk, ttt_config["lr"], ttt_config["steps"]))
+            adapted = (ttt_models or {}).get((tasks, ttt_config["lr"], ttt_config["steps"]))
             if adapted is None:
                 adapted = test_time_training(model, t["x_demo"], t["y_demo"], steps=ttt_config["steps"],
                                              lr=ttt_config["lr"])
@@ -250,7 +251,7 @@ def validation_scores(model, cfg, method: str, conditions, *, k: int | None = No
             g = torch.Generator().manual_seed(cfg.seed + val_offset)
             r = run_method(method, model, t, cfg, g, adapted=adapted, **config_kwargs(method, config, ttt_config))
             if method == "ttt" and ttt_models is not None:
-                ttt_models[(kk, config["lr"], config["steps"])] = r["adapted"]
+                ttt_models[(tasks, config["lr"], config["steps"])] = r["adapted"]
             for c, sl in slices.items():
                 rows.append(dict(config, condition=c, mse=float(r["mse"][sl].mean())))
     return pd.DataFrame(rows)

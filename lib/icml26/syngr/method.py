@@ -66,11 +66,12 @@ class _Attention(nn.Module):
 
 
 class _Dropout(nn.Dropout):
-    """``nn.Dropout`` computed the same way, bit for bit, with the same draws from the default generator:
-    PyTorch's CPU dropout draws a double-precision uniform per element inside ``bernoulli_`` (a serial
-    loop, on this machine's CPUs without the MKL path); ``torch.rand`` in double precision draws the same
-    numbers in the same order about a quarter faster, and keep = (u < 1 - p) is the mask ``bernoulli_``
-    returns (tested against ``F.dropout``: outputs, gradients and the generator's state after)."""
+    """Dropout whose mask is ``torch.rand(float64) < 1 - p`` from the default generator. On a CPU where
+    PyTorch's ``bernoulli_`` takes its default path (not MKL's Intel stream; this book's AMD machines),
+    ``F.dropout`` draws exactly these numbers, serially, so this is the same dropout to the bit and about a
+    quarter faster; on Intel CPUs and on CUDA the draws differ from ``F.dropout``'s, and it is still a
+    dropout with keep probability ``1 - p`` (tests: the mask formula everywhere, ``F.dropout`` where its
+    path is the default one)."""
 
     def forward(self, x):
         if not self.training or self.p == 0:

@@ -191,7 +191,10 @@ def fit(model, n_rows: int, step_loss, val_recall, cfg: TrainConfig, generator: 
     AdamW runs over one flat buffer that holds every parameter (:func:`_flatten_params`, built after the
     first backward pass, once every parameter is seen to have a gradient; otherwise over the parameter
     list): AdamW is elementwise, so this is the multi-tensor AdamW over the parameter list, element for
-    element (bit-identical weights, tested), in one call per operation instead of one per parameter."""
+    element (bit-identical weights, tested), in one call per operation instead of one per parameter. A
+    parameter with a gradient on the first step is taken to have one on every step (true of every model here:
+    each step's loss reaches all weights); one that did not would get a zero gradient and still move under
+    AdamW's momentum, where the per-tensor optimiser would skip it."""
     params = [p for p in model.parameters() if p.requires_grad]
     steps_per = (n_rows + cfg.batch_size - 1) // cfg.batch_size
     if cfg.max_steps:
