@@ -90,10 +90,8 @@ class PDRFPreset:
     # that validation still picks it, at PDRF's learning rate)
     ctrl_lambda: float = 1000.0
     ctrl_n_test: int = 128            # NB5's test sequences (the first of the test stream; sampling them costs 0.2 s)
-    # optimiser steps of each NB5 run (None: ``steps``, NB3's). Book: 450 (issue 38, the budget: fifteen runs of 650
-    # steps cost ~330 CPU s on the 2-core VM). A probe of all fifteen runs at 450 steps (session 55): advection -
-    # still CSI-M +0.051 [+0.043, +0.058], advection - RF-x +0.048 [+0.029, +0.067], MSE to X_SL advection - RF-x
-    # -0.0030 [-0.0034, -0.0027]; at 650: +0.071 [+0.055, +0.087], +0.030 [+0.009, +0.051], -0.0030 [-0.0033, -0.0027]
+    # optimiser steps of each NB5 run (None: ``steps``, NB3's). Book: 450 for the CPU budget (fifteen runs of 650
+    # steps cost ~330 CPU s on the 2-core VM); notebook 5 records the 650-step intervals beside its own
     ctrl_steps: int | None = None
     # NB2 / NB4: learning rates read on validation for NB3's trained rows (U-Net, RF-x, PDRF at lambda_phy), the
     # same grid for each; they check at book that validation picks :meth:`lr_of` for each, inside the grid
