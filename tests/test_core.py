@@ -308,3 +308,69 @@ def test_bootstrap_mean_interval_and_bad_inputs():
         bootstrap_mean(v, n_boot=0)
     with pytest.raises(ValueError, match="level"):
         bootstrap_mean(v, level=1.0)
+
+
+# -- optim: AdamW over one flat buffer --------------------------------------------------------------
+def _mlp_steps(flat: bool, steps: int = 5):
+    from icml26.core import adamw_flat
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.GELU(), torch.nn.LayerNorm(7), torch.nn.Linear(7, 2))
+    x, y = torch.randn(32, 5), torch.randn(32, 2)
+    params = list(net.parameters())
+    opt = gflat = None
+    for _ in range(steps):
+        if gflat is not None:
+            gflat.zero_()
+        else:
+            for p in params:
+                p.grad = None
+        ((net(x) - y) ** 2).mean().backward()
+        if opt is None:
+            kw = dict(lr=1e-2, betas=(0.9, 0.95), weight_decay=0.05)
+            opt, gflat = adamw_flat(params, **kw) if flat else (torch.optim.AdamW(params, foreach=False, **kw), None)
+        torch.nn.utils.clip_grad_norm_(params, 0.5)
+        opt.step()
+    return [p.detach().clone() for p in net.parameters()], gflat
+
+
+def test_adamw_flat_gives_the_per_tensor_weights_to_the_bit():
+    (a, gflat), (b, none) = _mlp_steps(True), _mlp_steps(False)
+    assert gflat is not None and none is None and gflat.numel() == sum(p.numel() for p in a)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def test_adamw_flat_keeps_the_parameter_list_when_a_parameter_has_no_gradient():
+    from icml26.core import adamw_flat
+
+    used, unused = torch.nn.Linear(3, 1), torch.nn.Linear(3, 1)
+    used(torch.randn(4, 3)).sum().backward()
+    opt, gflat = adamw_flat([*used.parameters(), *unused.parameters()], lr=1e-2)
+    assert gflat is None and len(opt.param_groups[0]["params"]) == 4
+
+
+def test_flatten_params_makes_views_and_rejects_bad_input():
+    from icml26.core import adamw_flat, flatten_params
+
+    lin = torch.nn.Linear(3, 2)
+    lin(torch.randn(4, 3)).sum().backward()
+    w_before, g_before = lin.weight.detach().clone(), lin.weight.grad.clone()
+    flat, gflat = flatten_params(list(lin.parameters()))
+    assert torch.equal(lin.weight, w_before) and torch.equal(lin.weight.grad, g_before)
+    flat.zero_()
+    gflat.fill_(1.0)
+    assert (lin.weight == 0).all() and (lin.bias.grad == 1).all()      # views into the buffers
+    with pytest.raises(ValueError, match="params"):
+        flatten_params([])
+    with pytest.raises(TypeError, match=r"params\[0\]"):
+        flatten_params([1.0])
+    with pytest.raises(ValueError, match="no gradient"):
+        flatten_params([torch.nn.Parameter(torch.zeros(2))])
+    a, b = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
+    a.grad, b.grad = torch.zeros(2), torch.zeros(2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="one device and dtype"):
+        flatten_params([a, b])
+    with pytest.raises(ValueError, match="requires a gradient"):
+        adamw_flat([torch.zeros(2)], lr=1e-2)
+    with pytest.raises(TypeError, match="foreach"):
+        adamw_flat(list(lin.parameters()), lr=1e-2, foreach=False)

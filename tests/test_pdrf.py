@@ -243,22 +243,29 @@ def test_unet_shapes_and_training_smoke():
         assert p.shape == (4, 8, 32, 32)
 
 
-def test_train_foreach_adamw_is_bit_identical_to_the_loop(monkeypatch):
-    # train() asks AdamW for its foreach path (fewer dispatches on the CPU); the weights must be the
-    # per-parameter loop's, bit for bit, or every book number would have moved with the speed-up
+@pytest.mark.parametrize("kind", ["pdrf", "det"])
+def test_train_flat_adamw_is_bit_identical_to_the_per_tensor_loop(monkeypatch, kind):
+    # train() runs AdamW over one flat buffer of all weights (fewer dispatches on the CPU); the weights and
+    # losses must be those of the per-parameter loop over the parameter list, bit for bit, or every book
+    # number would have moved with the speed-up
+    from icml26.pdrf import flow
+
     cfg = m.preset("smoke")
     x = m.generate_radar(8, cfg.radar, _gen(0))
     teacher = torch.rand(8, cfg.radar.t_out, cfg.radar.H, cfg.radar.W, generator=_gen(1))
 
     def run():
         torch.manual_seed(0)
-        ema, hist = m.train(ex.make_unet(cfg, "pdrf"), "pdrf", x, 6, batch_size=4, lr=1e-2, lambda_phy=10.0,
+        model = ex.make_unet(cfg, kind)
+        ema, hist = m.train(model, kind, x, 6, batch_size=4, lr=1e-2, lambda_phy=10.0,
                             teacher=teacher, progress=False, ema_every=2, generator=_gen(2))
-        return torch.cat([p.flatten() for p in ema.parameters()]), hist["loss"]
+        return torch.cat([p.flatten() for p in ema.parameters()]), hist["loss"], model
 
     fast = run()
-    adamw = torch.optim.AdamW
-    monkeypatch.setattr(torch.optim, "AdamW", lambda *a, **k: adamw(*a, **{**k, "foreach": False}))
+    flat = fast[2].parameters().__next__()
+    assert flat.untyped_storage().nbytes() >= 4 * sum(p.numel() for p in fast[2].parameters())  # one buffer
+    monkeypatch.setattr(flow, "adamw_flat",
+                        lambda params, **k: (torch.optim.AdamW(params, foreach=False, **k), None))
     loop = run()
     assert torch.equal(fast[0], loop[0]) and fast[1] == loop[1]
 

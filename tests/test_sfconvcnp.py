@@ -379,6 +379,27 @@ def test_training_reduces_the_loss_and_is_reproducible():
     assert runs[0][-5:].mean() < runs[0][:5].mean()
 
 
+@pytest.mark.parametrize("name", ["sfconvcnp", "convcnp", "cnp"])
+def test_training_flat_adamw_is_bit_identical_to_the_per_tensor_loop(monkeypatch, name):
+    """train_np runs AdamW over one flat buffer (icml26.core.adamw_flat): the losses and weights must be those of
+    torch's default CPU AdamW (the per-tensor loop), bit for bit, or every book number would have moved."""
+    cfg = m.preset("smoke")
+    sampler = ex._sampler(cfg, m.sample_gp_tasks)
+
+    def run():
+        model = ex.make_model(name, cfg, seed=0)
+        loss = ex.train_np(model, sampler, 6, lr=3e-3, seed=0, progress=False)["loss"]
+        return loss, torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    built, real = [], ex.adamw_flat
+    monkeypatch.setattr(ex, "adamw_flat", lambda params, **k: built.append(real(params, **k)) or built[-1])
+    flat = run()
+    assert built[0][1] is not None                  # every weight has a gradient: the flat buffer is in use
+    monkeypatch.setattr(ex, "adamw_flat", lambda params, **k: (torch.optim.AdamW(params, foreach=False, **k), None))
+    loop = run()
+    assert np.array_equal(flat[0], loop[0]) and torch.equal(flat[1], loop[1])
+
+
 def test_effective_receptive_field_of_convcnp_is_local():
     torch.manual_seed(0)
     x = torch.linspace(-3, 3, 61)

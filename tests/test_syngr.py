@@ -218,6 +218,43 @@ def test_cached_decoding_matches_full_decoder(world, model):
     assert torch.allclose(torch.stack(steps, 1), full, atol=1e-5)
 
 
+@pytest.mark.parametrize("mode", ["text", "image"])
+def test_unimodal_encoder_drops_hidden_positions_exactly(world, mode):
+    """A unimodal model's encoder runs on the kept positions only: the memory there, the NLL and every gradient
+    equal those of the masked full-length encoder (the reference: ``prune_hidden = False``), and beam search
+    ranks the same items."""
+    cfg = m.preset("smoke")
+    b = {k: v[:32] for k, v in world.batches["train"].items()}
+    model = ex.make_model(cfg, world.layout, mode, seed=3).eval()   # no dropout: the two paths draw masks of two shapes
+    kept = getattr(model, f"kept_{mode}")
+    assert (model.pos_mod[kept] != (IMAGE if mode == "text" else TEXT)).all()
+
+    def run(prune):
+        model.prune_hidden = prune
+        model.zero_grad()
+        mem, mv, _ = model.encode(b["input_ids"], b["valid"])
+        out = model(b["input_ids"], b["valid"], b["labels"])
+        out["nll"].mean().backward()
+        return mem, mv, out["nll"].detach(), [p.grad.clone() for p in model.parameters()]
+
+    mem_full, mv_full, nll_full, g_full = run(False)
+    mem, mv, nll, g = run(True)
+    assert mem.shape[1] == len(kept) < mem_full.shape[1]
+    assert torch.equal(mv, mv_full[:, kept])
+    assert torch.allclose(mem, mem_full[:, kept], atol=1e-6)
+    assert torch.allclose(nll, nll_full, atol=1e-6)
+    for a, c in zip(g, g_full):
+        assert torch.allclose(a, c, atol=1e-6, rtol=1e-5)
+    tb = {k: v[:16] for k, v in world.batches["test"].items()}
+    model.prune_hidden = False
+    ref = m.constrained_beam_search(model, tb, world.trie, beam=10)
+    model.prune_hidden = True
+    got = m.constrained_beam_search(model, tb, world.trie, beam=10)
+    assert torch.equal(got[0], ref[0]) and torch.allclose(got[1], ref[1], atol=1e-5)
+    with torch.no_grad():     # saliency callers ask for attention: every position kept
+        assert model.encode(b["input_ids"], b["valid"], need_attn=True)[0].shape[1] == b["input_ids"].shape[1]
+
+
 def test_beam_search_only_valid(world, model):
     b = {k: v[:8] for k, v in world.batches["test"].items()}
     items, scores = m.constrained_beam_search(model, b, world.trie, beam=10)

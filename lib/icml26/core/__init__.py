@@ -9,6 +9,7 @@
 - :func:`report`: glue a computed number into the prose.
 - :func:`fingerprint`, :func:`setup`: what a notebook's setup cell prints.
 - :func:`bootstrap_mean`: the bootstrap interval of a mean (or of paired differences).
+- :func:`adamw_flat`, :func:`flatten_params`: AdamW over one flat buffer of a model's weights.
 - :class:`Grid`, :func:`tune`, :class:`Comparison`, :func:`paired_init`: the fair-comparison protocol
   (tuning on validation data with equal grids, paired training seeds, costs, a control row);
   record its claims with :meth:`Ledger.compare`.
@@ -20,6 +21,7 @@ from .env import fingerprint, fingerprint_line, setup
 from .glue import report
 from .ledger import Claim, ClaimFailed, Ledger
 from .meters import PeakMemory, Timer, count_flops, synchronize, time_fn
+from .optim import adamw_flat, flatten_params
 from .scale import DRY_ENV, SCALES, ScaleError, dry_run_enabled, preset_for, resolve_scale
 from .stats import bootstrap_mean
 from .style import method_color, method_colors, use_book_style
@@ -29,6 +31,8 @@ __all__ = [
     "SCALES",
     "MIN_SEEDS",
     "Claim",
+    "adamw_flat",
+    "flatten_params",
     "Comparison",
     "Grid",
     "ProtocolError",

@@ -14,6 +14,8 @@ import math
 import torch
 import torch.nn as nn
 
+from icml26.core.optim import adamw_flat
+
 from ._checks import check_generator, check_int, check_real
 from .physics import sl_teacher
 
@@ -249,11 +251,12 @@ def train(model: nn.Module, kind: str, train_frames: torch.Tensor, steps: int, b
             raise ValueError(f"teacher must have shape {(N, t_out, *train_frames.shape[2:])}, got {tuple(teacher.shape)}")
         teacher = teacher.to(dev)
     gen = generator if generator is not None else torch.Generator().manual_seed(0)
-    # foreach: the per-parameter loop's arithmetic in one call per operation (bit-identical, tested;
-    # on the CPU torch's default is the loop, which costs about 5% of a book step more)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0, foreach=True)
+    # AdamW over one flat buffer of all weights (icml26.core.adamw_flat), built after the first backward
+    # pass: the per-tensor optimiser's arithmetic in one call per operation, the same weights to the bit
+    # (tested), about a tenth of a book step cheaper on one CPU thread
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = sched = gflat = None
     warm = max(1, int(warmup_frac * steps))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _cosine_lr(s, steps, warm))
     ema = copy.deepcopy(model).eval()
     for p in ema.parameters():
         p.requires_grad_(False)
@@ -271,8 +274,15 @@ def train(model: nn.Module, kind: str, train_frames: torch.Tensor, steps: int, b
             parts = {"loss_flow": loss.detach(), "loss_phy": torch.zeros((), device=loss.device)}
         else:
             loss, parts = _pdrf_loss(model, x1, cond, teacher[idx] if lam > 0 else None, lam, param, t_eps, gen)
-        opt.zero_grad(set_to_none=True)
+        if gflat is not None:
+            gflat.zero_()
+        else:
+            for p in params:
+                p.grad = None
         loss.backward()
+        if opt is None:
+            opt, gflat = adamw_flat(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _cosine_lr(s, steps, warm))
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()

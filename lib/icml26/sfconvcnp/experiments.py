@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from icml26.core import Comparison, Grid, paired_init, time_fn, tune
+from icml26.core import Comparison, Grid, adamw_flat, paired_init, time_fn, tune
 
 from .baselines import CNP, ConvCNP, TEAttentionLayer, TEAttentionNP, n_params
 from .data import (
@@ -88,14 +88,23 @@ def train_np(model: nn.Module, sampler, n_steps: int, lr: float = 5e-4, grad_cli
     if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
         raise ValueError(f"n_steps must be an integer >= 1, got {n_steps!r}")
     gen = torch.Generator().manual_seed(10_000 + seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, n_steps, eta_min=1e-6) if cosine else None
+    # AdamW over one flat buffer of all weights (icml26.core.adamw_flat), built after the first backward pass:
+    # the per-tensor loop's weights to the bit (tested), a tenth of an SFConvCNP step cheaper on one CPU thread
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = sched = gflat = None
     losses = []
     model.train()
     for _ in tqdm(range(n_steps), desc="training", leave=False, disable=not progress):
         loss = np_loss(model, sampler(generator=gen, device=device))
-        opt.zero_grad(set_to_none=True)
+        if gflat is not None:
+            gflat.zero_()
+        else:
+            for p in params:
+                p.grad = None
         loss.backward()
+        if opt is None:
+            opt, gflat = adamw_flat(params, lr=lr)
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, n_steps, eta_min=1e-6) if cosine else None
         nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
         opt.step()
         if sched is not None:

@@ -120,6 +120,11 @@ class GRSeq2Seq(nn.Module):
             raise ValueError(f"d_model={d_model} must be divisible by heads={heads}")
         self.layout, self.history_mode, self.bos_id = layout, history_mode, layout.BOS
         self.register_buffer("pos_mod", layout.pos_modality(), persistent=False)
+        # the positions a unimodal model reads (prompt + its own modality): its encoder skips the hidden ones
+        # (``prune_hidden = False`` masks them instead, as the full-length encoder; the tests' reference)
+        self.prune_hidden = True
+        for mode, hidden in (("text", IMAGE), ("image", TEXT)):
+            self.register_buffer(f"kept_{mode}", (self.pos_mod != hidden).nonzero()[:, 0], persistent=False)
         self.tok = nn.Embedding(layout.vocab_size, d_model)
         self.enc_pos = nn.Parameter(0.02 * torch.randn(layout.seq_len, d_model))
         self.dec_pos = nn.Parameter(0.02 * torch.randn(layout.target_len, d_model))
@@ -129,7 +134,21 @@ class GRSeq2Seq(nn.Module):
         self.head = nn.Linear(d_model, layout.vocab_size)
 
     def encode(self, input_ids, valid, need_attn=False):
-        """Memory [B, S, d], key validity [B, S], last-layer attention [B, H, S, S] (or None)."""
+        """Memory [B, S, d], key validity [B, S], last-layer attention [B, H, S, S] (or None).
+
+        A unimodal model (``history_mode`` ``"text"`` or ``"image"``) hides the other modality's positions; when
+        no attention is asked for, its encoder drops them instead of masking them (``S`` = the prompt and the
+        read modality's positions): the same memory at the kept positions, in exact arithmetic (a hidden
+        position is never a key, and the decoder never reads its output), at about two thirds of the cost.
+        With ``need_attn`` every position is kept, as the saliency callers index by position. (In training with
+        dropout the dropped positions draw no dropout mask, so the draws differ from the full-length encoder's.)"""
+        if self.history_mode != "fused" and self.prune_hidden and not need_attn:
+            kept = self.kept_text if self.history_mode == "text" else self.kept_image
+            input_ids, valid = input_ids[:, kept], valid[:, kept]
+            x = self.tok(input_ids) + self.enc_pos[kept]
+            for blk in self.enc:
+                x, _ = blk(x, valid=valid)
+            return self.ln_enc(x), valid, None
         input_ids, valid = apply_history_mode(input_ids, valid, self.pos_mod, self.history_mode, self.layout.PAD)
         x = self.tok(input_ids) + self.enc_pos
         attn = None

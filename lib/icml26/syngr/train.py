@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from torch import nn
 from tqdm.auto import tqdm
+
+from icml26.core import adamw_flat
 
 from . import _checks as C
 from .method import GRSeq2Seq, SynGRConfig, modality_scores, nll_loss, saliency_pass, syngr_loss
@@ -166,21 +167,6 @@ class TrainLog:
     rows_forward: int = 0          # decoder rows with gradient (B per step for NLL, 3B for SynGR)
 
 
-def _flatten_params(params: list) -> tuple[torch.Tensor, torch.Tensor]:
-    """Move every parameter and its gradient into two flat buffers (each parameter and each ``.grad``
-    becomes a view into them) and return the buffers. Autograd then accumulates every step's gradients in
-    place into the flat gradient buffer (zero it with ``zero_()`` before ``backward``), and an optimiser over
-    the one flat tensor updates every parameter at once. Needs every parameter to have a gradient."""
-    flat = torch.cat([p.detach().reshape(-1) for p in params])
-    gflat = torch.cat([p.grad.reshape(-1) for p in params])
-    o = 0
-    for p in params:
-        n = p.numel()
-        p.data, p.grad = flat[o:o + n].view_as(p), gflat[o:o + n].view_as(p)
-        o += n
-    return flat, gflat
-
-
 def fit(model, n_rows: int, step_loss, val_recall, cfg: TrainConfig, generator: torch.Generator, desc: str,
         after_eval=None) -> TrainLog:
     """The loop every model of the chapter trains with: AdamW + cosine schedule over shuffled
@@ -188,13 +174,12 @@ def fit(model, n_rows: int, step_loss, val_recall, cfg: TrainConfig, generator: 
     the end), best weights kept. ``step_loss(idx) -> (loss, rows_forward)`` for a batch of row indices;
     ``val_recall() -> float``; ``after_eval(log)`` adds per-evaluation logs.
 
-    AdamW runs over one flat buffer that holds every parameter (:func:`_flatten_params`, built after the
-    first backward pass, once every parameter is seen to have a gradient; otherwise over the parameter
+    AdamW runs over one flat buffer that holds every parameter (:func:`icml26.core.adamw_flat`, built after
+    the first backward pass, once every parameter is seen to have a gradient; otherwise over the parameter
     list): AdamW is elementwise, so this is the multi-tensor AdamW over the parameter list, element for
     element (bit-identical weights, tested), in one call per operation instead of one per parameter. A
     parameter with a gradient on the first step is taken to have one on every step (true of every model here:
-    each step's loss reaches all weights); one that did not would get a zero gradient and still move under
-    AdamW's momentum, where the per-tensor optimiser would skip it."""
+    each step's loss reaches all weights)."""
     params = [p for p in model.parameters() if p.requires_grad]
     steps_per = (n_rows + cfg.batch_size - 1) // cfg.batch_size
     if cfg.max_steps:
@@ -217,13 +202,7 @@ def fit(model, n_rows: int, step_loss, val_recall, cfg: TrainConfig, generator: 
                     p.grad = None
             loss.backward()
             if opt is None:        # first step: the optimiser's tensors, once the gradients are known
-                group = params
-                if all(p.grad is not None for p in params):
-                    flat, gflat = _flatten_params(params)
-                    group = [nn.Parameter(flat)]
-                    group[0].grad = gflat
-                # foreach: the multi-tensor AdamW (one call per step instead of one per parameter)
-                opt = torch.optim.AdamW(group, lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
+                opt, gflat = adamw_flat(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
                 sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.epochs * steps_per)
             opt.step()
             sched.step()
